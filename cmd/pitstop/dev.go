@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/install"
+	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/logging"
+	"github.com/pitstop-dev/pitstop/internal/manager"
+)
+
+// devOptions are the flags of `pitstop dev`.
+type devOptions struct {
+	nodes         int
+	controlPlanes int
+	binDir        string
+	keep          bool
+	logFile       string
+	log           logOptions
+	manager       manager.Options
+}
+
+func newDevCommand() *cobra.Command {
+	o := devOptions{manager: manager.DefaultOptions()}
+	o.manager.LeaderElection = false // the demo is the only manager of its cluster
+	o.manager.MetricsAddr = "127.0.0.1:8080"
+	o.manager.HealthAddr = "127.0.0.1:8081"
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Start a local cluster of simulated nodes and run pitstop against it",
+		Long: `Start a local Kubernetes control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler) with kwok simulating the nodes, put
+sample workloads on it, install pitstop's CRDs and run the manager in this
+process. It prints the KUBECONFIG to use from another terminal. Ctrl-C stops
+everything and removes the cluster's directory.
+
+It builds nothing: the binaries come from --bin-dir (make tools builds them).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return usageError{err}
+			}
+			return runDev(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&o.nodes, "nodes", 20, "number of simulated nodes, control-plane nodes included")
+	fs.IntVar(&o.controlPlanes, "control-plane-nodes", 3, "how many of the nodes are control-plane nodes")
+	fs.StringVar(&o.binDir, "bin-dir", localcluster.DefaultBinDir(), "directory with the control-plane binaries and kwok (make tools builds them)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the cluster's directory (data, logs, kubeconfig) after stopping")
+	fs.StringVar(&o.logFile, "log-file", "", "where pitstop's own log goes: a path, or - for stderr (default: logs/pitstop.log in the cluster's directory)")
+	o.log.addFlags(fs)
+	addManagerFlags(fs, &o.manager)
+	return cmd
+}
+
+func (o *devOptions) validate() error {
+	switch {
+	case o.nodes < 1:
+		return &manager.FlagError{Flag: "nodes", Value: fmt.Sprint(o.nodes), Reason: "must be at least 1"}
+	case o.controlPlanes < 0 || o.controlPlanes >= o.nodes:
+		return &manager.FlagError{Flag: "control-plane-nodes", Value: fmt.Sprint(o.controlPlanes), Reason: fmt.Sprintf("must be from 0 to %d so that at least one worker is left of --nodes=%d", o.nodes-1, o.nodes)}
+	}
+	if _, err := os.Stat(filepath.Join(o.binDir, "kube-apiserver")); err != nil {
+		return &manager.FlagError{Flag: "bin-dir", Value: o.binDir, Reason: "has no kube-apiserver: run `make tools` first"}
+	}
+	if err := o.log.validate(); err != nil {
+		return err
+	}
+	return o.manager.Validate()
+}
+
+// runDev brings the cluster up, runs the manager until ctx ends (Ctrl-C,
+// SIGTERM) and then tears everything down.
+func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
+	opts := localcluster.DefaultOptions()
+	opts.BinDir = o.binDir
+	opts.KeepDir = o.keep
+	opts.ControlPlaneNodes = o.controlPlanes
+	opts.Workers = o.nodes - o.controlPlanes
+	opts.SampleWorkloads = true
+
+	fmt.Fprintf(out, "Starting a local cluster: %d nodes (%d control-plane, %d workers) with sample workloads...\n", o.nodes, opts.ControlPlaneNodes, opts.Workers)
+	started := time.Now()
+	cluster, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "Stopping the local cluster...")
+		if stopErr := cluster.Stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+		if o.keep {
+			fmt.Fprintf(out, "Stopped. Its directory is kept: %s\n", cluster.Dir)
+		} else {
+			fmt.Fprintln(out, "Stopped; nothing is left running.")
+		}
+	}()
+
+	logPath, logOut, err := openDevLog(o.logFile, cluster.Dir)
+	if err != nil {
+		return err
+	}
+	defer logOut.Close()
+	log, err := logging.New(logOut, o.log.level, o.log.format)
+	if err != nil {
+		return err
+	}
+
+	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return err
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		return err
+	}
+	if err := install.CRDs(ctx, c, crds); err != nil {
+		return err
+	}
+	mgr, err := manager.New(cluster.Config, o.manager, log)
+	if err != nil {
+		return err
+	}
+	mgrDone := make(chan error, 1)
+	go func() { mgrDone <- mgr.Start(ctx) }()
+
+	binDir, _ := filepath.Abs(o.binDir)
+	fmt.Fprintf(out, `Local cluster ready in %.1fs: %d nodes Ready, sample workloads running in namespace %s.
+pitstop is running against it (log: %s).
+
+Use it from another terminal:
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl get nodes
+
+Press Ctrl-C to stop.
+`, time.Since(started).Seconds(), o.nodes, localcluster.SampleNamespace, logPath, cluster.KubeconfigPath, binDir)
+
+	select {
+	case <-ctx.Done():
+		return <-mgrDone // the manager stops on the same context
+	case err := <-mgrDone:
+		return err
+	}
+}
+
+// openDevLog opens where the manager's log goes: stderr for "-", the given
+// path, or pitstop.log among the cluster's logs.
+func openDevLog(logFile, clusterDir string) (string, io.WriteCloser, error) {
+	switch logFile {
+	case "-":
+		return "stderr", nopCloser{os.Stderr}, nil
+	case "":
+		logFile = filepath.Join(clusterDir, "logs", "pitstop.log")
+	}
+	f, err := os.Create(logFile)
+	if err != nil {
+		return "", nil, fmt.Errorf("opening --log-file: %w", err)
+	}
+	return logFile, f, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/pitstop-dev/pitstop/internal/logging"
+	"github.com/pitstop-dev/pitstop/internal/manager"
+)
+
+// logOptions are the logging flags of every long-running command.
+type logOptions struct {
+	level  string
+	format string
+}
+
+func (o *logOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.level, "log-level", "info", "log level: error, info, debug, or a verbosity number (0-10)")
+	fs.StringVar(&o.format, "log-format", "json", "log format: json (one object a line) or text")
+}
+
+func (o *logOptions) validate() error {
+	if _, err := logging.ParseLevel(o.level); err != nil {
+		return &manager.FlagError{Flag: "log-level", Value: o.level, Reason: err.Error()}
+	}
+	if err := logging.ValidateFormat(o.format); err != nil {
+		return &manager.FlagError{Flag: "log-format", Value: o.format, Reason: err.Error()}
+	}
+	return nil
+}
+
+// addManagerFlags binds the manager's options to flags, with o's current
+// values as defaults.
+func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint, or 0 to turn it off")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz, or 0 to turn them off")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
+}
+
+// addLeaderElectionFlags binds the leader-election options to flags.
+func addLeaderElectionFlags(fs *pflag.FlagSet, o *manager.Options) {
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "run only while holding the leader Lease, so that several replicas can run safely")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader Lease (default: the manager's own namespace)")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", o.LeaderElectionID, "name of the leader Lease")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long standby replicas wait before taking over a Lease that is not renewed")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "how long the leader tries to renew before giving up leadership")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "how often leader-election clients act")
+}
+
+// serviceAccountNamespace is where Kubernetes tells a pod its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the namespace the manager runs in: $POD_NAMESPACE (set
+// through the downward API), else the service account's namespace, else
+// fallback.
+func ownNamespace(fallback string) string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		if ns := strings.TrimSpace(string(data)); ns != "" {
+			return ns
+		}
+	}
+	return fallback
+}
+
+// loadConfig returns the client configuration: the --kubeconfig file if
+// given, else the in-cluster service account, else $KUBECONFIG (or
+// ~/.kube/config).
+func loadConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		if _, err := os.Stat(kubeconfig); err != nil {
+			return nil, usageError{&manager.FlagError{Flag: "kubeconfig", Value: kubeconfig, Reason: "cannot read the file: " + errors.Unwrap(err).Error()}}
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, usageError{&manager.FlagError{Flag: "kubeconfig", Value: kubeconfig, Reason: err.Error()}}
+		}
+		return withClientDefaults(cfg), nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err == nil {
+		return withClientDefaults(cfg), nil
+	}
+	if !errors.Is(err, rest.ErrNotInCluster) {
+		return nil, fmt.Errorf("loading in-cluster configuration: %w", err)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
+	cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to: not running in a cluster, and no usable kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config): %w", err)
+	}
+	return withClientDefaults(cfg), nil
+}
+
+// withClientDefaults sets what controller-runtime would: no client-side rate
+// limit (the API server's priority and fairness does that job) and a user
+// agent that names pitstop in audit logs.
+func withClientDefaults(cfg *rest.Config) *rest.Config {
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = -1, -1
+	}
+	cfg.UserAgent = "pitstop"
+	return cfg
+}

@@ -1,0 +1,40 @@
+// Package config embeds the generated manifests so the pitstop binary can
+// install its own CRDs (`pitstop dev`, the test suites) without reading
+// files from a checkout. The YAML files are the source of truth for
+// kustomize and Helm; this package only reads them.
+package config
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed crd/bases/*.yaml
+var crdFiles embed.FS
+
+// CRDs returns pitstop's CustomResourceDefinitions as controller-gen wrote
+// them to config/crd/bases.
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	paths, err := fs.Glob(crdFiles, "crd/bases/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(paths))
+	for _, path := range paths {
+		data, err := crdFiles.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(bytes.TrimPrefix(data, []byte("---\n")), crd); err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", path, err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system packages the build needs when they are missing: gcc,
+# because `go test -race` needs cgo. Only Debian's packages are reachable.
+set -euo pipefail
+missing=()
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+((${#missing[@]})) || exit 0
+if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+  echo "missing ${missing[*]}: install them (Debian: apt-get install -y ${missing[*]})" >&2
+  exit 1
+fi
+echo "installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null

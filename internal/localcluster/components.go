@@ -1,0 +1,120 @@
+package localcluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// componentFiles are configuration files the components read.
+type componentFiles struct {
+	tokens          string
+	schedulerConfig string
+}
+
+// writeComponentConfigs writes the token file the API server authenticates
+// with and the scheduler's configuration.
+func (c *Cluster) writeComponentConfigs(keys *pki) (componentFiles, error) {
+	f := componentFiles{
+		tokens:          filepath.Join(c.Dir, "tokens.csv"),
+		schedulerConfig: filepath.Join(c.Dir, "scheduler.yaml"),
+	}
+	// token,user,uid,"group1,group2"
+	if err := os.WriteFile(f.tokens, []byte(adminToken+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return f, err
+	}
+	// The scheduler's own client limit (50 QPS, one binding per pod) is what
+	// bounds how fast evicted pods come back; raise it so the scheduler is not
+	// the slowest part of a drain on a large simulated fleet.
+	scheduler := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+  qps: 500
+  burst: 1000
+leaderElection:
+  leaderElect: false
+`, c.KubeconfigPath)
+	return f, os.WriteFile(f.schedulerConfig, []byte(scheduler), 0o600)
+}
+
+func etcdArgs(dir string, clientPort, peerPort int) []string {
+	client := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peer := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	return []string{
+		"--name=default",
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + client,
+		"--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer,
+		"--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=default=" + peer,
+		// The data lives as long as one test: durability buys nothing here
+		// and fsync is most of etcd's write latency.
+		"--unsafe-no-fsync=true",
+		"--quota-backend-bytes=" + strconv.Itoa(8<<30),
+		"--log-level=warn",
+	}
+}
+
+func apiserverArgs(keys *pki, files componentFiles, etcdPort, apiPort int) []string {
+	return []string{
+		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdPort),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + keys.servingCert,
+		"--tls-private-key-file=" + keys.servingKey,
+		"--token-auth-file=" + files.tokens,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + keys.serviceAccPub,
+		"--service-account-signing-key-file=" + keys.serviceAccount,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		// Simulated kubelets mount no tokens, and without this plugin pods need
+		// not wait for each namespace's default ServiceAccount to appear.
+		"--disable-admission-plugins=ServiceAccount",
+		"--profiling=false",
+	}
+}
+
+func controllerManagerArgs(kubeconfig string, port int, nodeGrace time.Duration) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--leader-elect=false",
+		// The node lifecycle controller must run: it removes the not-ready
+		// taint every new node gets, and marks nodes NotReady when their
+		// heartbeat stops. nodeipam needs a cluster CIDR nobody uses here.
+		"--controllers=*,-nodeipam",
+		"--node-monitor-grace-period=" + nodeGrace.String(),
+		"--kube-api-qps=500",
+		"--kube-api-burst=1000",
+		"--concurrent-deployment-syncs=10",
+		"--concurrent-replicaset-syncs=10",
+	}
+}
+
+func schedulerArgs(config string, port int) []string {
+	return []string{
+		"--config=" + config,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+	}
+}
+
+func kwokArgs(kubeconfig, stages string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--config=" + stages,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--cidr=10.128.0.0/9",
+	}
+}

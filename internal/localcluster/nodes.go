@@ -1,0 +1,167 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+const (
+	// kwokNodeAnnotation marks the nodes kwok plays the kubelet for.
+	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+	// LabelControlPlane marks control-plane nodes, as kubeadm does.
+	LabelControlPlane = "node-role.kubernetes.io/control-plane"
+	// LabelWorker marks worker nodes.
+	LabelWorker = "node-role.kubernetes.io/worker"
+	// LabelZone is the well-known zone label.
+	LabelZone = corev1.LabelTopologyZone
+)
+
+// NodeNames returns the names of the cluster's nodes as Start made them:
+// control-plane nodes first, then workers.
+func (c *Cluster) NodeNames() []string {
+	names := make([]string, 0, c.opts.ControlPlaneNodes+c.opts.Workers)
+	for i := range c.opts.ControlPlaneNodes {
+		names = append(names, controlPlaneName(i))
+	}
+	for i := range c.opts.Workers {
+		names = append(names, workerName(i))
+	}
+	return names
+}
+
+func controlPlaneName(i int) string { return fmt.Sprintf("control-plane-%d", i) }
+func workerName(i int) string       { return fmt.Sprintf("worker-%03d", i) }
+
+// SimulatedNode returns a Node that kwok will run: name, labels, zone,
+// capacity, an InternalIP unique to index i and a kwok:// providerID.
+// Machine providers use it to make nodes for machines.
+func SimulatedNode(name string, i int, zone string, podsPerNode int, labels map[string]string) *corev1.Node {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				corev1.LabelHostname:   name,
+				corev1.LabelOSStable:   "linux",
+				corev1.LabelArchStable: "amd64",
+				"type":                 "kwok",
+			},
+			Annotations: map[string]string{
+				kwokNodeAnnotation: "fake",
+				// Lets kubelets' clients skip the ConfigMap/Secret cache TTL; kwok
+				// sets it on the nodes it creates itself too.
+				"node.alpha.kubernetes.io/ttl": "0",
+			},
+		},
+		Spec: corev1.NodeSpec{ProviderID: "kwok://" + name},
+		Status: corev1.NodeStatus{
+			Capacity:    nodeResources(podsPerNode),
+			Allocatable: nodeResources(podsPerNode),
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.64.%d.%d", i/250, i%250+1)},
+				{Type: corev1.NodeHostName, Address: name},
+			},
+		},
+	}
+	if zone != "" {
+		node.Labels[LabelZone] = zone
+		node.Labels[corev1.LabelTopologyRegion] = "local"
+	}
+	for k, v := range labels {
+		node.Labels[k] = v
+	}
+	return node
+}
+
+func nodeResources(pods int) corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("128Gi"),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
+	}
+}
+
+// desiredNodes is every node Start creates.
+func (c *Cluster) desiredNodes() []*corev1.Node {
+	var nodes []*corev1.Node
+	zone := func(i int) string {
+		if len(c.opts.Zones) == 0 {
+			return ""
+		}
+		return c.opts.Zones[i%len(c.opts.Zones)]
+	}
+	for i := range c.opts.ControlPlaneNodes {
+		n := SimulatedNode(controlPlaneName(i), len(nodes), zone(i), c.opts.PodsPerNode, map[string]string{LabelControlPlane: ""})
+		n.Spec.Taints = []corev1.Taint{{Key: LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}}
+		nodes = append(nodes, n)
+	}
+	for i := range c.opts.Workers {
+		labels := map[string]string{LabelWorker: ""}
+		for k, v := range c.opts.NodeLabels {
+			labels[k] = v
+		}
+		nodes = append(nodes, SimulatedNode(workerName(i), len(nodes), zone(i), c.opts.PodsPerNode, labels))
+	}
+	return nodes
+}
+
+// createNodes creates the nodes, a few at a time.
+func (c *Cluster) createNodes(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, node := range c.desiredNodes() {
+		g.Go(func() error {
+			_, err := c.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating node %s: %w", node.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// awaitNodesReady waits until every node reports Ready and the node
+// lifecycle controller has lifted the not-ready taint, so pods can be
+// scheduled on all of them.
+func (c *Cluster) awaitNodesReady(ctx context.Context) error {
+	want := c.opts.ControlPlaneNodes + c.opts.Workers
+	return c.poll(ctx, 200*time.Millisecond, fmt.Sprintf("%d nodes to become Ready", want), func(ctx context.Context) (bool, error) {
+		nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for i := range nodes.Items {
+			if IsNodeSchedulable(&nodes.Items[i]) {
+				ready++
+			}
+		}
+		return ready >= want, nil
+	})
+}
+
+// IsNodeSchedulable reports whether a node is Ready and free of the taints
+// the control plane puts on nodes that are not (not-ready, unreachable).
+func IsNodeSchedulable(node *corev1.Node) bool {
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			ready = cond.Status == corev1.ConditionTrue
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	return ready
+}

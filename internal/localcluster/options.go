@@ -1,0 +1,132 @@
+package localcluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Options describes a local cluster. Start from DefaultOptions and change
+// what the caller cares about: zero values mean zero, not "default".
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler, kwok and kwok-stages.yaml, as `make tools` builds them.
+	BinDir string
+
+	// WorkDir is where the cluster's own directory is made.
+	WorkDir string
+
+	// KeepDir leaves the cluster's directory (logs, data, kubeconfig) in
+	// place after Stop.
+	KeepDir bool
+
+	// ControlPlaneNodes is how many simulated control-plane nodes to make:
+	// labelled node-role.kubernetes.io/control-plane and tainted NoSchedule,
+	// as kubeadm does.
+	ControlPlaneNodes int
+
+	// Workers is how many simulated worker nodes to make.
+	Workers int
+
+	// Zones are spread round-robin over the nodes as
+	// topology.kubernetes.io/zone.
+	Zones []string
+
+	// NodeLabels are added to every worker node.
+	NodeLabels map[string]string
+
+	// PodsPerNode is each node's pod capacity.
+	PodsPerNode int
+
+	// SampleWorkloads applies the sample workloads (see SampleWorkloads) once
+	// the nodes are Ready and waits until they run.
+	SampleWorkloads bool
+
+	// NodeMonitorGracePeriod is how long the node lifecycle controller waits
+	// for a heartbeat before it marks a node NotReady.
+	NodeMonitorGracePeriod time.Duration
+
+	// StartTimeout bounds Start.
+	StartTimeout time.Duration
+}
+
+// DefaultOptions is three control-plane nodes and three workers over three
+// zones, 110 pods a node, binaries from DefaultBinDir.
+func DefaultOptions() Options {
+	return Options{
+		BinDir:                 DefaultBinDir(),
+		WorkDir:                os.TempDir(),
+		ControlPlaneNodes:      3,
+		Workers:                3,
+		Zones:                  []string{"zone-a", "zone-b", "zone-c"},
+		PodsPerNode:            110,
+		NodeMonitorGracePeriod: 40 * time.Second,
+		StartTimeout:           2 * time.Minute,
+	}
+}
+
+// Validate reports the first option that cannot work, naming it.
+func (o Options) Validate() error {
+	switch {
+	case o.ControlPlaneNodes < 0:
+		return fmt.Errorf("ControlPlaneNodes must not be negative, got %d", o.ControlPlaneNodes)
+	case o.Workers < 0:
+		return fmt.Errorf("Workers must not be negative, got %d", o.Workers)
+	case o.ControlPlaneNodes+o.Workers == 0 && o.SampleWorkloads:
+		return errors.New("SampleWorkloads needs at least one worker node to run on")
+	case o.PodsPerNode < 1:
+		return fmt.Errorf("PodsPerNode must be at least 1, got %d", o.PodsPerNode)
+	case o.NodeMonitorGracePeriod <= 0:
+		return fmt.Errorf("NodeMonitorGracePeriod must be positive, got %s", o.NodeMonitorGracePeriod)
+	case o.StartTimeout <= 0:
+		return fmt.Errorf("StartTimeout must be positive, got %s", o.StartTimeout)
+	}
+	for _, name := range requiredBinaries {
+		if _, err := os.Stat(filepath.Join(o.BinDir, name)); err != nil {
+			return fmt.Errorf("BinDir %q has no %s (run `make tools`): %w", o.BinDir, name, err)
+		}
+	}
+	return nil
+}
+
+// requiredBinaries are the files Start needs in BinDir.
+var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kwok-stages.yaml"}
+
+// moduleMarker is the line of pitstop's go.mod that tells its root directory
+// apart from hack/tools and any other module beneath it.
+const moduleMarker = "module github.com/pitstop-dev/pitstop\n"
+
+// DefaultBinDir is $PITSTOP_BIN_DIR if set, else the bin/ directory at the
+// root of the pitstop checkout that holds the working directory, so tests
+// find it from any package directory. It is "bin" when neither is found.
+func DefaultBinDir() string {
+	if dir := os.Getenv("PITSTOP_BIN_DIR"); dir != "" {
+		return dir
+	}
+	if root, ok := RepoRoot(); ok {
+		return filepath.Join(root, "bin")
+	}
+	return "bin"
+}
+
+// RepoRoot walks up from the working directory to the root of the pitstop
+// checkout.
+func RepoRoot() (string, bool) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", false
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && len(data) >= len(moduleMarker) && string(data[:len(moduleMarker)]) == moduleMarker {
+			return dir, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}

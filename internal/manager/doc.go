@@ -1,0 +1,13 @@
+// Package manager assembles pitstop's controller-runtime manager: the scheme,
+// leader election, health and readiness checks, the metrics endpoint and the
+// controllers. `pitstop run` and `pitstop dev` both build their manager here,
+// so the demo runs exactly what a cluster runs. It parses no flags: it gets
+// typed, validated Options.
+package manager
+
+// The manager's own permissions; each controller's package declares what it
+// needs next to the code that needs it.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -1,0 +1,195 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// Options configure the manager. Each field is set from one flag of
+// `pitstop run`; Validate names that flag when a value cannot work.
+type Options struct {
+	// MetricsAddr serves Prometheus metrics at /metrics; "0" turns it off.
+	MetricsAddr string
+	// HealthAddr serves /healthz and /readyz; "0" turns it off.
+	HealthAddr string
+
+	// LeaderElection makes only one replica active at a time.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the Lease.
+	LeaderElectionNamespace string
+	// LeaderElectionID names the Lease.
+	LeaderElectionID string
+	// LeaseDuration is how long a non-leader waits before taking over a
+	// Lease that is not renewed.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives up leadership.
+	RenewDeadline time.Duration
+	// RetryPeriod is how often leader-election clients act.
+	RetryPeriod time.Duration
+
+	// GracefulShutdownTimeout bounds how long running reconciles may take to
+	// finish after SIGTERM.
+	GracefulShutdownTimeout time.Duration
+}
+
+// DefaultOptions are the defaults of `pitstop run`.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:             ":8080",
+		HealthAddr:              ":8081",
+		LeaderElection:          true,
+		LeaderElectionNamespace: "pitstop-system",
+		LeaderElectionID:        "pitstop-manager",
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		GracefulShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// FlagError is an option that cannot work, named by its flag.
+type FlagError struct {
+	Flag   string
+	Value  string
+	Reason string
+}
+
+func (e *FlagError) Error() string {
+	return fmt.Sprintf("invalid value %q for flag --%s: %s", e.Value, e.Flag, e.Reason)
+}
+
+// Validate returns a *FlagError for the first option that cannot work.
+func (o Options) Validate() error {
+	if err := validateAddr("metrics-bind-address", o.MetricsAddr); err != nil {
+		return err
+	}
+	if err := validateAddr("health-probe-bind-address", o.HealthAddr); err != nil {
+		return err
+	}
+	if o.MetricsAddr != "0" && o.MetricsAddr == o.HealthAddr && !hasPortZero(o.MetricsAddr) {
+		return &FlagError{"health-probe-bind-address", o.HealthAddr, "must differ from --metrics-bind-address"}
+	}
+	if !o.LeaderElection {
+		return nil
+	}
+	if errs := validation.IsDNS1123Label(o.LeaderElectionNamespace); len(errs) > 0 {
+		return &FlagError{"leader-election-namespace", o.LeaderElectionNamespace, errs[0]}
+	}
+	if errs := validation.IsDNS1123Subdomain(o.LeaderElectionID); len(errs) > 0 {
+		return &FlagError{"leader-election-id", o.LeaderElectionID, errs[0]}
+	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"leader-election-lease-duration", o.LeaseDuration},
+		{"leader-election-renew-deadline", o.RenewDeadline},
+		{"leader-election-retry-period", o.RetryPeriod},
+		{"graceful-shutdown-timeout", o.GracefulShutdownTimeout},
+	} {
+		if d.value <= 0 {
+			return &FlagError{d.flag, d.value.String(), "must be positive"}
+		}
+	}
+	if o.RenewDeadline >= o.LeaseDuration {
+		return &FlagError{"leader-election-renew-deadline", o.RenewDeadline.String(), "must be shorter than --leader-election-lease-duration (" + o.LeaseDuration.String() + ")"}
+	}
+	if o.RetryPeriod >= o.RenewDeadline {
+		return &FlagError{"leader-election-retry-period", o.RetryPeriod.String(), "must be shorter than --leader-election-renew-deadline (" + o.RenewDeadline.String() + ")"}
+	}
+	return nil
+}
+
+// validateAddr accepts "0" (off) or host:port with a port from 0 to 65535.
+func validateAddr(flag, addr string) error {
+	if addr == "0" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return &FlagError{flag, addr, "must be host:port, :port or 0 to turn it off"}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return &FlagError{flag, addr, "port must be a number from 0 to 65535"}
+	}
+	return nil
+}
+
+func hasPortZero(addr string) bool {
+	_, port, _ := net.SplitHostPort(addr)
+	return port == "0"
+}
+
+// Scheme holds every type pitstop reads or writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(pitstopv1alpha1.AddToScheme(s))
+	return s
+}
+
+// New builds the manager against cfg with the controllers registered. The
+// caller runs it with Start, which returns when its context ends.
+func New(cfg *rest.Config, opts Options, log logr.Logger) (ctrl.Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	ctrl.SetLogger(log)
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        Scheme(),
+		Logger:                        log,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.HealthAddr,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionReleaseOnCancel: true, // a rolling update hands over at once instead of after LeaseDuration
+		LeaseDuration:                 &opts.LeaseDuration,
+		RenewDeadline:                 &opts.RenewDeadline,
+		RetryPeriod:                   &opts.RetryPeriod,
+		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// cacheSynced is ready once the manager's informers have synced: before
+// that, controllers would act on an empty view of the cluster.
+func cacheSynced(mgr ctrl.Manager) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return errors.New("informer caches have not synced yet")
+		}
+		return nil
+	}
+}

@@ -1,0 +1,70 @@
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/manager"
+)
+
+// Env is a real kube-apiserver and etcd, started from bin/ by
+// controller-runtime's envtest, with pitstop's CRDs installed. There is no
+// controller manager, scheduler or kubelet: nothing happens to objects
+// unless the test or the controller under test does it.
+type Env struct {
+	// Config is an admin client configuration.
+	Config *rest.Config
+	// Client is a controller-runtime client with pitstop's scheme.
+	Client client.Client
+	// Clientset is a typed client-go client.
+	Clientset kubernetes.Interface
+
+	env *envtest.Environment
+}
+
+// StartEnv starts an API server and etcd from localcluster.DefaultBinDir.
+// Call it from TestMain and Stop the Env when the tests are done: one API
+// server per package keeps suites fast.
+func StartEnv() (*Env, error) {
+	binDir := localcluster.DefaultBinDir()
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			return nil, fmt.Errorf("%s is missing from %s: run `make tools`", name, binDir)
+		}
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: binDir,
+		CRDs:                  crds,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                manager.Scheme(),
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	e := &Env{Config: cfg, env: env}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	if e.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (e *Env) Stop() error { return e.env.Stop() }
