@@ -96,7 +96,9 @@ func OwnedBy(kind, name string) PodOption {
 }
 
 // WithPhase sets a pod's phase.
-func WithPhase(phase corev1.PodPhase) PodOption { return func(p *corev1.Pod) { p.Status.Phase = phase } }
+func WithPhase(phase corev1.PodPhase) PodOption {
+	return func(p *corev1.Pod) { p.Status.Phase = phase }
+}
 
 // WithEmptyDir gives a pod an emptyDir volume (local storage).
 func WithEmptyDir() PodOption {

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -68,3 +70,22 @@ func StartEnv() (*Env, error) {
 
 // Stop stops the API server and etcd and removes their data.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// WriteKubeconfig writes a kubeconfig for the API server to path, for
+// programs under test that take --kubeconfig.
+func (e *Env) WriteKubeconfig(path string) error {
+	const name = "envtest"
+	return clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters: map[string]*clientcmdapi.Cluster{name: {
+			Server:                   e.Config.Host,
+			CertificateAuthorityData: e.Config.CAData,
+		}},
+		AuthInfos: map[string]*clientcmdapi.AuthInfo{name: {
+			ClientCertificateData: e.Config.CertData,
+			ClientKeyData:         e.Config.KeyData,
+			Token:                 e.Config.BearerToken,
+		}},
+		Contexts:       map[string]*clientcmdapi.Context{name: {Cluster: name, AuthInfo: name}},
+		CurrentContext: name,
+	}, path)
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+// asPitstop, when set, makes the test binary behave as the pitstop binary:
+// tests run the real command line in a child process they can signal.
+const asPitstop = "PITSTOP_TEST_AS_MAIN"
+
+// env is the API server the `run` tests talk to.
+var env *testutil.Env
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asPitstop) == "1" {
+		os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	var err error
+	if env, err = testutil.StartEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// child is pitstop running in a child process.
+type child struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string // stdout, line by line
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// startPitstop runs `pitstop args...` as a child process. It is killed when
+// the test ends if it is still running.
+func startPitstop(t *testing.T, args ...string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asPitstop+"=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &child{t: t, cmd: cmd, lines: make(chan string, 1000), stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			c.lines <- scanner.Text()
+		}
+		close(c.lines)
+	}()
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-c.done
+		}
+		if t.Failed() {
+			t.Logf("stderr of pitstop %s:\n%s", strings.Join(args, " "), c.stderr.String())
+		}
+	})
+	return c
+}
+
+// awaitLine returns the first stdout line with prefix, and every line read
+// up to it.
+func (c *child) awaitLine(prefix string, timeout time.Duration) (string, []string) {
+	c.t.Helper()
+	var seen []string
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-c.lines:
+			if !ok {
+				c.t.Fatalf("pitstop exited before printing %q; stdout:\n%s", prefix, strings.Join(seen, "\n"))
+			}
+			seen = append(seen, line)
+			if strings.HasPrefix(strings.TrimSpace(line), prefix) {
+				return strings.TrimSpace(line), seen
+			}
+		case <-deadline:
+			c.t.Fatalf("pitstop did not print %q within %s; stdout:\n%s", prefix, timeout, strings.Join(seen, "\n"))
+		}
+	}
+}
+
+// signal sends sig and waits for the process to exit, returning its exit
+// code (-1 when killed by a signal).
+func (c *child) signal(sig syscall.Signal, timeout time.Duration) int {
+	c.t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+	return c.wait(timeout)
+}
+
+func (c *child) wait(timeout time.Duration) int {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(timeout):
+		c.t.Fatalf("pitstop still running %s after the signal", timeout)
+	}
+	return c.cmd.ProcessState.ExitCode()
+}
+
+// restOfStdout drains stdout after the process exited.
+func (c *child) restOfStdout() string {
+	var b strings.Builder
+	for line := range c.lines {
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+// TestBadFlagsExitWithOneLine checks that every bad flag value is refused at
+// start, with exit code 2 and one line naming the flag and the value.
+func TestBadFlagsExitWithOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // parts of the one line
+	}{
+		{"unknown log level", []string{"run", "--log-level=loud"}, []string{"--log-level", `"loud"`}},
+		{"negative verbosity", []string{"run", "--log-level=-1"}, []string{"--log-level", `"-1"`}},
+		{"unknown log format", []string{"run", "--log-format=xml"}, []string{"--log-format", `"xml"`}},
+		{"metrics address without port", []string{"run", "--metrics-bind-address=localhost"}, []string{"--metrics-bind-address", `"localhost"`}},
+		{"health port out of range", []string{"run", "--health-probe-bind-address=:70000"}, []string{"--health-probe-bind-address", `":70000"`}},
+		{"same address twice", []string{"run", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9090"}, []string{"--health-probe-bind-address", `":9090"`}},
+		{"lease namespace not a DNS label", []string{"run", "--leader-election-namespace=Kube_System"}, []string{"--leader-election-namespace", `"Kube_System"`}},
+		{"lease name not a DNS name", []string{"run", "--leader-election-id=my lease"}, []string{"--leader-election-id", `"my lease"`}},
+		{"renew deadline past the lease", []string{"run", "--leader-election-renew-deadline=20s"}, []string{"--leader-election-renew-deadline", `"20s"`, "lease-duration"}},
+		{"zero retry period", []string{"run", "--leader-election-retry-period=0s"}, []string{"--leader-election-retry-period", `"0s"`}},
+		{"not a duration", []string{"run", "--graceful-shutdown-timeout=soon"}, []string{"--graceful-shutdown-timeout", `"soon"`}},
+		{"not a bool", []string{"run", "--leader-elect=maybe"}, []string{"--leader-elect", `"maybe"`}},
+		{"missing kubeconfig", []string{"run", "--kubeconfig=/nonexistent/kubeconfig"}, []string{"--kubeconfig", `"/nonexistent/kubeconfig"`, "no such file"}},
+		{"unknown flag", []string{"run", "--metrics-addr=:8080"}, []string{"--metrics-addr"}},
+		{"too few nodes", []string{"dev", "--nodes=0"}, []string{"--nodes", `"0"`}},
+		{"no worker left", []string{"dev", "--nodes=3", "--control-plane-nodes=3"}, []string{"--control-plane-nodes", `"3"`}},
+		{"bin dir without binaries", []string{"dev", "--bin-dir=/nonexistent"}, []string{"--bin-dir", `"/nonexistent"`, "make tools"}},
+		{"unknown version output", []string{"version", "-o", "yaml"}, []string{"--output", `"yaml"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := execute(tc.args, &stdout, &stderr)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+			if len(lines) != 1 {
+				t.Fatalf("stderr has %d lines, want 1:\n%s", len(lines), stderr.String())
+			}
+			for _, part := range tc.want {
+				if !strings.Contains(lines[0], part) {
+					t.Errorf("%q does not mention %s", lines[0], part)
+				}
+			}
+		})
+	}
+}
+
+func TestVersionPrintsVersionCommitAndGo(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"version"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	for _, part := range []string{"pitstop dev", "commit", "go1."} {
+		if !strings.Contains(stdout.String(), part) {
+			t.Errorf("version output %q lacks %q", stdout.String(), part)
+		}
+	}
+	stdout.Reset()
+	if code := execute([]string{"version", "-o", "json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `"goVersion": "go1.`) {
+		t.Errorf("json version output lacks goVersion: %s", stdout.String())
+	}
+}
+
+func clientKey(namespace, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: namespace, Name: name}
+}
