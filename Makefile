@@ -10,8 +10,6 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/pitstop-dev/pitstop/internal/version.Version=$(VERSION) \
            -X github.com/pitstop-dev/pitstop/internal/version.Commit=$(COMMIT)
-# Packages whose tests start a local cluster; they run one at a time so two
-# control planes do not fight over 2 cores.
 GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
 
 .PHONY: help
@@ -54,7 +52,7 @@ demo: tools ## Start a 20-node local cluster with sample workloads and run pitst
 
 .PHONY: bench
 bench: tools ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md).
-	go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./test/bench/...
+	go test -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./test/bench/...
 
 .PHONY: clean
 clean: ## Remove bin/ (the next `make tools` is a cold build).
