@@ -47,8 +47,8 @@ test: tools verify vet ## Everything: tools, generated-file check, vet, all test
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: demo
-demo: tools ## Start a 20-node local cluster with sample workloads and run pitstop against it.
-	go run -ldflags "$(LDFLAGS)" ./cmd/pitstop dev
+demo: tools build ## Start a 20-node local cluster with sample workloads and run pitstop against it.
+	@exec $(BIN)/pitstop dev
 
 .PHONY: bench
 bench: tools ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md).
