@@ -3,7 +3,6 @@ package config_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,16 +24,7 @@ import (
 
 var env *testutil.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	if env, err = testutil.StartEnv(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, &env) }
 
 // TestCRDsMatchTheBases checks that the embedded CRDs are every file of
 // crd/bases and that kustomize lists each of them.

@@ -1,8 +1,6 @@
 package v1alpha1_test
 
 import (
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,16 +14,7 @@ import (
 // CEL rules are checked by the API server itself, as in a cluster.
 var env *testutil.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	if env, err = testutil.StartEnv(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = env.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m, &env) }
 
 func nodeMaintenance(name, node string) *pitstopv1alpha1.NodeMaintenance {
 	return &pitstopv1alpha1.NodeMaintenance{

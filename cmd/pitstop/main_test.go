@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -29,16 +28,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asPitstop) == "1" {
 		os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	var err error
-	if env, err = testutil.StartEnv(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	testutil.Main(m, &env)
 }
 
 // child is pitstop running in a child process.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -88,4 +89,20 @@ func (e *Env) WriteKubeconfig(path string) error {
 		Contexts:       map[string]*clientcmdapi.Context{name: {Cluster: name, AuthInfo: name}},
 		CurrentContext: name,
 	}, path)
+}
+
+// Main is a TestMain for packages that share one Env: it starts the Env,
+// stores it in *env, runs the tests, stops the Env and exits.
+func Main(m *testing.M, env **Env) {
+	e, err := StartEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
 }
