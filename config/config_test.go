@@ -3,19 +3,25 @@ package config_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -80,7 +86,13 @@ func TestInstallManifestsGrantWhatTheManagerNeeds(t *testing.T) {
 	opts.MetricsAddr, opts.HealthAddr = "0", "0"
 	opts.LeaderElectionNamespace = "pitstop-system"
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	mgr, err := manager.New(asServiceAccount, opts, logr.Discard())
+	// The webhook runs too: its certificate Secret and webhook configuration
+	// are written with the ServiceAccount's permissions.
+	opts.Webhook.Host = "127.0.0.1"
+	opts.Webhook.Port = freePort(t)
+	opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", opts.Webhook.Port)
+	opts.Webhook.CertDir = t.TempDir()
+	mgr, err := manager.New(t.Context(), asServiceAccount, opts, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,4 +119,23 @@ func TestInstallManifestsGrantWhatTheManagerNeeds(t *testing.T) {
 	if ptr.Deref(lease.Spec.HolderIdentity, "") == "" {
 		t.Error("the Lease has no holder")
 	}
+	// The webhook answers: a NodeMaintenance for a missing node is refused
+	// by pitstop, not by the API server's schema.
+	nm := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "no-such-node"}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "no-such-node"}}
+	if err := env.Client.Create(t.Context(), nm); err == nil || !strings.Contains(err.Error(), "node no-such-node does not exist") {
+		t.Errorf("creating a NodeMaintenance for a missing node: got %v, want the webhook's refusal", err)
+	}
+	if err := env.Client.DeleteAllOf(t.Context(), &admissionregistrationv1.ValidatingWebhookConfiguration{}); err != nil {
+		t.Error(err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

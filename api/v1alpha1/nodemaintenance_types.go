@@ -178,6 +178,11 @@ type NodeMaintenanceStatus struct {
 	// +optional
 	Blockers []DrainBlocker `json:"blockers,omitempty"`
 
+	// ForceDeletedPods is how many pods were deleted past their
+	// PodDisruptionBudgets after the drain timed out (onTimeout: ForceDelete).
+	// +optional
+	ForceDeletedPods int32 `json:"forceDeletedPods,omitempty"`
+
 	// LastError is the most recent error, for people.
 	// +optional
 	LastError string `json:"lastError,omitempty"`

@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/config"
@@ -16,6 +19,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/logging"
 	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
 // devOptions are the flags of `pitstop dev`.
@@ -117,7 +121,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 		return err
 	}
 
-	c, err := client.New(cluster.Config, client.Options{Scheme: manager.Scheme()})
+	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}
@@ -128,7 +132,15 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	if err := install.CRDs(ctx, c, crds); err != nil {
 		return err
 	}
-	mgr, err := manager.New(cluster.Config, o.manager, log)
+	// The manager runs outside the cluster: the API server calls its webhook
+	// on 127.0.0.1, and it keeps its certificate Secret in its own namespace.
+	o.manager.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", o.manager.Webhook.Port)
+	o.manager.Webhook.Host = "127.0.0.1"
+	o.manager.Webhook.CertDir = filepath.Join(cluster.Dir, "webhook-certs")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.manager.LeaderElectionNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	mgr, err := manager.New(ctx, cluster.Config, o.manager, log)
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,12 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint, or 0 to turn it off")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz, or 0 to turn them off")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
+	fs.IntVar(&o.NodeMaintenance.MaxConcurrentReconciles, "node-maintenance-concurrency", o.NodeMaintenance.MaxConcurrentReconciles, "how many NodeMaintenances are worked on at once")
+	fs.IntVar(&o.NodeMaintenance.EvictionConcurrency, "eviction-concurrency", o.NodeMaintenance.EvictionConcurrency, "how many evictions of one node's pods are in flight at once")
+	fs.IntVar(&o.Webhook.Port, "webhook-port", o.Webhook.Port, "port of the admission webhook server, or 0 to turn the webhook off")
+	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory where pitstop writes the webhook's serving certificate")
+	fs.StringVar(&o.Webhook.Service, "webhook-service", o.Webhook.Service, "namespace/name of the Service through which the API server reaches the webhook")
+	fs.StringVar(&o.Webhook.URL, "webhook-url", o.Webhook.URL, "https://host:port the API server calls instead of --webhook-service, for a manager outside the cluster")
 }
 
 // addLeaderElectionFlags binds the leader-election options to flags.

@@ -38,7 +38,7 @@ default) only one replica acts at a time; the others wait on the Lease.`,
 			if err != nil {
 				return err
 			}
-			mgr, err := manager.New(cfg, o.manager, log)
+			mgr, err := manager.New(cmd.Context(), cfg, o.manager, log)
 			if err != nil {
 				return err
 			}

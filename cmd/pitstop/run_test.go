@@ -38,6 +38,7 @@ func runArgs(t *testing.T, leaseName string) (args []string, metrics, health str
 		"--leader-election-lease-duration=4s",
 		"--leader-election-renew-deadline=3s",
 		"--leader-election-retry-period=500ms",
+		"--webhook-port=0",
 	}, metrics, health
 }
 

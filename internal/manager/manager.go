@@ -10,17 +10,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
 // Options configure the manager. Each field is set from one flag of
@@ -49,6 +47,12 @@ type Options struct {
 	// GracefulShutdownTimeout bounds how long running reconciles may take to
 	// finish after SIGTERM.
 	GracefulShutdownTimeout time.Duration
+
+	// Webhook configures the admission webhook server; Port 0 turns it off.
+	Webhook WebhookOptions
+
+	// NodeMaintenance tunes the NodeMaintenance controller.
+	NodeMaintenance nodemaintenance.Options
 }
 
 // DefaultOptions are the defaults of `pitstop run`.
@@ -63,6 +67,8 @@ func DefaultOptions() Options {
 		RenewDeadline:           10 * time.Second,
 		RetryPeriod:             2 * time.Second,
 		GracefulShutdownTimeout: 30 * time.Second,
+		Webhook:                 DefaultWebhookOptions(),
+		NodeMaintenance:         nodemaintenance.DefaultOptions(),
 	}
 }
 
@@ -87,6 +93,15 @@ func (o Options) Validate() error {
 	}
 	if o.MetricsAddr != "0" && o.MetricsAddr == o.HealthAddr && !hasPortZero(o.MetricsAddr) {
 		return &FlagError{"health-probe-bind-address", o.HealthAddr, "must differ from --metrics-bind-address"}
+	}
+	if err := o.Webhook.validate(); err != nil {
+		return err
+	}
+	if o.NodeMaintenance.MaxConcurrentReconciles < 1 {
+		return &FlagError{"node-maintenance-concurrency", strconv.Itoa(o.NodeMaintenance.MaxConcurrentReconciles), "must be at least 1"}
+	}
+	if o.NodeMaintenance.EvictionConcurrency < 1 {
+		return &FlagError{"eviction-concurrency", strconv.Itoa(o.NodeMaintenance.EvictionConcurrency), "must be at least 1"}
 	}
 	if !o.LeaderElection {
 		return nil
@@ -139,27 +154,20 @@ func hasPortZero(addr string) bool {
 	return port == "0"
 }
 
-// Scheme holds every type pitstop reads or writes.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(pitstopv1alpha1.AddToScheme(s))
-	return s
-}
-
-// New builds the manager against cfg with the controllers registered. The
-// caller runs it with Start, which returns when its context ends.
-func New(cfg *rest.Config, opts Options, log logr.Logger) (ctrl.Manager, error) {
+// New builds the manager against cfg with the controllers and the webhook
+// registered, and the webhook's serving certificate in place. The caller
+// runs it with Start, which returns when its context ends.
+func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (ctrl.Manager, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	ctrl.SetLogger(log)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        Scheme(),
+		Scheme:                        scheme.New(),
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,
+		WebhookServer:                 opts.Webhook.server(),
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionID:              opts.LeaderElectionID,
@@ -168,6 +176,9 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (ctrl.Manager, error) 
 		RenewDeadline:                 &opts.RenewDeadline,
 		RetryPeriod:                   &opts.RetryPeriod,
 		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
+		// Pods are cached cluster-wide for the drains; their managed fields
+		// are most of their size and pitstop never reads them.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -177,6 +188,14 @@ func New(cfg *rest.Config, opts Options, log logr.Logger) (ctrl.Manager, error) 
 	}
 	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
 		return nil, err
+	}
+	if err := nodemaintenance.Setup(ctx, mgr, opts.NodeMaintenance); err != nil {
+		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
+	}
+	if opts.Webhook.Port != 0 {
+		if err := setupWebhook(ctx, mgr, cfg, opts); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
 // Env is a real kube-apiserver and etcd, started from bin/ by
@@ -51,14 +51,14 @@ func StartEnv() (*Env, error) {
 		BinaryAssetsDirectory: binDir,
 		CRDs:                  crds,
 		ErrorIfCRDPathMissing: true,
-		Scheme:                manager.Scheme(),
+		Scheme:                scheme.New(),
 	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
 	e := &Env{Config: cfg, env: env}
-	if e.Client, err = client.New(cfg, client.Options{Scheme: manager.Scheme()}); err != nil {
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 		_ = env.Stop()
 		return nil, err
 	}

@@ -1,0 +1,279 @@
+package nodemaintenance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/drain"
+)
+
+const (
+	// statusListLimit bounds pendingPods and blockers in status.
+	statusListLimit = 20
+	// messageListLimit bounds the pods named in a condition message.
+	messageListLimit = 5
+	// safetyRequeue wakes a drain that waits on pods even if a watch event
+	// was missed.
+	safetyRequeue = time.Minute
+)
+
+// reconcileDrain empties the node: deletes finished pods, evicts the rest in
+// parallel through the Eviction API, and reports what is left and why. It
+// never waits: pods leaving and budgets changing wake it through watches;
+// refusals are retried after spec.drain.podEvictionRetryInterval.
+func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Duration, bool, error) {
+	nm := s.nm
+	if excludesDraining(nm, s.node) {
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, true, pitstopv1alpha1.ReasonDrainSkipped,
+			fmt.Sprintf("cordon only: %s is set", pitstopv1alpha1.AnnotationExcludeNodeDraining))
+		return 0, false, nil
+	}
+	if isConditionReason(nm, pitstopv1alpha1.ConditionDrained, pitstopv1alpha1.ReasonDrainTimedOut) {
+		return 0, true, nil // failed for good; delete and recreate to try again
+	}
+	opts, err := planOptions(nm)
+	if err != nil {
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonDrainTimedOut, err.Error())
+		return 0, true, nil
+	}
+	plan := drain.NewPlan(s.pods, opts)
+	if nm.Status.StartTime == nil {
+		nm.Status.StartTime = &metav1.Time{Time: s.now}
+		nm.Status.TotalPods = int32(len(s.pods))
+		nm.Status.EvictionPods = int32(plan.Remaining())
+	}
+	if plan.Done() {
+		r.markDrained(nm, s.now)
+		return 0, false, nil
+	}
+	if timedOut(nm, s.now) {
+		return r.onTimeout(ctx, s, plan)
+	}
+
+	grace := nm.Spec.Drain.GracePeriodSeconds
+	deleted := r.executor.Delete(ctx, plan.Delete, grace)
+	evicted := r.executor.Evict(ctx, r.evicted.filter(nm.Name, plan.Evict, s.now), grace)
+	r.evicted.record(nm.Name, evicted, s.now)
+	r.evicted.record(nm.Name, deleted, s.now)
+	recordResults(evicted, deleted)
+
+	pdbs, err := r.refusingPDBs(ctx, evicted)
+	if err != nil {
+		return 0, true, err
+	}
+	r.setDrainStatus(nm, plan, evicted, deleted, pdbs)
+	retry := requeueFor(nm, evicted, deleted, s.now)
+	return retry, true, nil
+}
+
+// planOptions turns spec.drain into plan options.
+func planOptions(nm *pitstopv1alpha1.NodeMaintenance) (drain.Options, error) {
+	opts := drain.Options{DeleteUnmanaged: nm.Spec.Drain.UnmanagedPods == pitstopv1alpha1.UnmanagedPodsDelete}
+	if sel := nm.Spec.Drain.SkipPodsSelector; sel != nil {
+		selector, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return opts, fmt.Errorf("spec.drain.skipPodsSelector: %w", err)
+		}
+		if !selector.Empty() {
+			opts.Skip = selector
+		} else {
+			opts.Skip = labels.Nothing()
+		}
+	}
+	return opts, nil
+}
+
+func excludesDraining(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) bool {
+	_, onNM := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]
+	_, onNode := node.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]
+	return onNM || onNode
+}
+
+func timedOut(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) bool {
+	t := nm.Spec.Drain.Timeout
+	return t != nil && nm.Status.StartTime != nil && !now.Before(nm.Status.StartTime.Add(t.Duration))
+}
+
+// markDrained records the end of the drain, once.
+func (r *Reconciler) markDrained(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) {
+	reason, msg := pitstopv1alpha1.ReasonDrained, fmt.Sprintf("every pod that had to leave node %s has left", nm.Spec.NodeName)
+	if nm.Status.ForceDeletedPods > 0 {
+		reason = pitstopv1alpha1.ReasonDrainedByForce
+		msg = fmt.Sprintf("node %s is empty; %d pods were force-deleted past their PodDisruptionBudgets after spec.drain.timeout", nm.Spec.NodeName, nm.Status.ForceDeletedPods)
+	}
+	if !isConditionTrue(nm, pitstopv1alpha1.ConditionDrained) {
+		took := now.Sub(nm.Status.StartTime.Time)
+		drainDuration.WithLabelValues(reason).Observe(took.Seconds())
+		r.eventDrained(nm, took)
+	}
+	nm.Status.DrainProgress = 100
+	nm.Status.PendingPods = nil
+	nm.Status.Blockers = nil
+	nm.Status.LastError = ""
+	setCondition(nm, pitstopv1alpha1.ConditionDrained, true, reason, msg)
+}
+
+// onTimeout either fails the maintenance or force-deletes what is left, as
+// spec.drain.onTimeout says.
+func (r *Reconciler) onTimeout(ctx context.Context, s *snapshot, plan drain.Plan) (time.Duration, bool, error) {
+	nm := s.nm
+	pending := plan.Pending()
+	if nm.Spec.Drain.OnTimeout != pitstopv1alpha1.DrainTimeoutForceDelete {
+		msg := fmt.Sprintf("spec.drain.timeout (%s) passed with %d pods left on node %s: %s", nm.Spec.Drain.Timeout.Duration, len(pending), nm.Spec.NodeName, podList(pending, messageListLimit))
+		drainDuration.WithLabelValues(pitstopv1alpha1.ReasonDrainTimedOut).Observe(s.now.Sub(nm.Status.StartTime.Time).Seconds())
+		r.eventDrainFailed(nm, msg)
+		nm.Status.PendingPods = podRefs(pending, statusListLimit)
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonDrainTimedOut, msg)
+		return 0, true, nil
+	}
+	// Pods already terminating are deleted again with the drain's grace
+	// period: a pod stuck terminating is what a timeout is most often about.
+	deleted := r.executor.Delete(ctx, r.evicted.filter(nm.Name, pending, s.now), nm.Spec.Drain.GracePeriodSeconds)
+	r.evicted.record(nm.Name, deleted, s.now)
+	recordResults(deleted)
+	forced := newlyDeleted(deleted)
+	if len(forced) > 0 {
+		nm.Status.ForceDeletedPods += int32(len(forced))
+		r.eventForceDeleted(nm, forced)
+	}
+	nm.Status.PendingPods = podRefs(pending, statusListLimit)
+	setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonForceDeleting,
+		fmt.Sprintf("spec.drain.timeout (%s) passed: deleting %d pods past their PodDisruptionBudgets: %s", nm.Spec.Drain.Timeout.Duration, len(pending), podList(pending, messageListLimit)))
+	if err := deleted.FirstError(); err != nil {
+		nm.Status.LastError = err.Error()
+	}
+	return retryInterval(nm), true, nil
+}
+
+// refusingPDBs finds the budget behind each refused eviction.
+func (r *Reconciler) refusingPDBs(ctx context.Context, evicted drain.Result) (map[*corev1.Pod]*policyv1.PodDisruptionBudget, error) {
+	refused := evicted.With(drain.Refused)
+	if len(refused) == 0 {
+		return nil, nil
+	}
+	byNamespace := map[string][]policyv1.PodDisruptionBudget{}
+	out := map[*corev1.Pod]*policyv1.PodDisruptionBudget{}
+	for _, res := range refused {
+		ns := res.Pod.Namespace
+		if _, ok := byNamespace[ns]; !ok {
+			list := &policyv1.PodDisruptionBudgetList{}
+			if err := r.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return nil, fmt.Errorf("listing PodDisruptionBudgets in %s: %w", ns, err)
+			}
+			byNamespace[ns] = list.Items
+		}
+		if pdb := drain.CoveringPDB(res.Pod, byNamespace[ns]); pdb != nil {
+			out[res.Pod] = pdb
+		}
+	}
+	return out, nil
+}
+
+// setDrainStatus writes progress, pending pods, blockers and the Drained
+// condition for a drain that is not done.
+func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan drain.Plan, evicted, deleted drain.Result, pdbs map[*corev1.Pod]*policyv1.PodDisruptionBudget) {
+	pending := plan.Pending()
+	nm.Status.PendingPods = podRefs(pending, statusListLimit)
+	if total := nm.Status.EvictionPods; total > 0 {
+		left := min(int32(len(pending)), total)
+		nm.Status.DrainProgress = (total - left) * 100 / total
+	}
+
+	var blockers []pitstopv1alpha1.DrainBlocker
+	var unmanaged []*corev1.Pod
+	for _, b := range plan.Blocked {
+		unmanaged = append(unmanaged, b.Pod)
+		blockers = append(blockers, pitstopv1alpha1.DrainBlocker{
+			Pod:     pitstopv1alpha1.PodReference{Namespace: b.Pod.Namespace, Name: b.Pod.Name},
+			Reason:  pitstopv1alpha1.ReasonBlockedByUnmanagedPods,
+			Message: "no controller would recreate this pod; set spec.drain.unmanagedPods: Delete to evict it",
+		})
+	}
+	refused := evicted.With(drain.Refused)
+	budgets := map[string]*policyv1.PodDisruptionBudget{}
+	var refusedPods []*corev1.Pod
+	for _, res := range refused {
+		refusedPods = append(refusedPods, res.Pod)
+		b := pitstopv1alpha1.DrainBlocker{
+			Pod:     pitstopv1alpha1.PodReference{Namespace: res.Pod.Namespace, Name: res.Pod.Name},
+			Reason:  pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget,
+			Message: res.Err.Error(),
+		}
+		if pdb := pdbs[res.Pod]; pdb != nil {
+			b.PodDisruptionBudget = pdb.Namespace + "/" + pdb.Name
+			b.Message = drain.PDBMessage(pdb)
+			budgets[b.PodDisruptionBudget] = pdb
+		}
+		blockers = append(blockers, b)
+	}
+	nm.Status.Blockers = blockers[:min(len(blockers), statusListLimit)]
+	nm.Status.LastError = ""
+	if err := evicted.FirstError(); err != nil {
+		nm.Status.LastError = err.Error()
+	} else if err := deleted.FirstError(); err != nil {
+		nm.Status.LastError = err.Error()
+	}
+
+	switch {
+	case len(unmanaged) > 0:
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonBlockedByUnmanagedPods,
+			fmt.Sprintf("%d pods without a controller block the drain (spec.drain.unmanagedPods is Block): %s", len(unmanaged), podList(unmanaged, messageListLimit)))
+	case len(refused) > 0:
+		msg := fmt.Sprintf("%d pods blocked by PodDisruptionBudgets: %s", len(refused), podList(refusedPods, messageListLimit))
+		for _, pdb := range sortedPDBs(budgets) {
+			msg += "; " + drain.PDBMessage(pdb)
+		}
+		if !isConditionReason(nm, pitstopv1alpha1.ConditionDrained, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget) {
+			r.eventEvictionBlocked(nm, msg)
+		}
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, msg)
+	case nm.Status.LastError != "":
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonEvictionFailed, nm.Status.LastError)
+	default:
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonDraining,
+			fmt.Sprintf("%d of %d pods still to leave node %s: %s", len(pending), nm.Status.EvictionPods, nm.Spec.NodeName, podList(pending, messageListLimit)))
+	}
+}
+
+// requeueFor says when to look again: soon after a refusal or an error, at
+// the timeout if one is set, and otherwise only as a safety net (pods leaving
+// wake the reconcile through the watch).
+func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Result, now time.Time) time.Duration {
+	after := safetyRequeue
+	if evicted.Count(drain.Refused) > 0 || evicted.Count(drain.Failed) > 0 || deleted.Count(drain.Failed) > 0 {
+		after = retryInterval(nm)
+	}
+	if t := nm.Spec.Drain.Timeout; t != nil && nm.Status.StartTime != nil {
+		if until := nm.Status.StartTime.Add(t.Duration).Sub(now); until > 0 {
+			after = min(after, until)
+		}
+	}
+	return after
+}
+
+func retryInterval(nm *pitstopv1alpha1.NodeMaintenance) time.Duration {
+	if d := nm.Spec.Drain.PodEvictionRetryInterval; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return 5 * time.Second
+}
+
+// newlyDeleted are the pods this round deleted that were not terminating
+// already: the ones whose budget the force-delete bypassed.
+func newlyDeleted(r drain.Result) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range r.With(drain.Deleted) {
+		if p.Pod.DeletionTimestamp == nil {
+			out = append(out, p.Pod)
+		}
+	}
+	return out
+}

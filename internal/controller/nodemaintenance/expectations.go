@@ -1,0 +1,71 @@
+package nodemaintenance
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pitstop-dev/pitstop/internal/drain"
+)
+
+// expectationTTL is how long an accepted eviction is trusted before the
+// pod, still not terminating in the cache, is evicted again.
+const expectationTTL = 10 * time.Second
+
+// expectations remembers, per NodeMaintenance, the pods whose eviction the
+// API server accepted, until the cache shows them terminating. It only
+// saves requests: losing it (a restart) costs one repeated eviction per pod.
+type expectations struct {
+	mu   sync.Mutex
+	pods map[string]map[types.UID]time.Time
+}
+
+func newExpectations() *expectations {
+	return &expectations{pods: map[string]map[types.UID]time.Time{}}
+}
+
+// filter drops pods evicted less than expectationTTL ago.
+func (e *expectations) filter(nm string, pods []*corev1.Pod, now time.Time) []*corev1.Pod {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := e.pods[nm]
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if at, ok := seen[p.UID]; ok && now.Sub(at) < expectationTTL {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// record remembers accepted evictions and deletions, and forgets entries
+// that expired.
+func (e *expectations) record(nm string, r drain.Result, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := e.pods[nm]
+	if seen == nil {
+		seen = map[types.UID]time.Time{}
+		e.pods[nm] = seen
+	}
+	for uid, at := range seen {
+		if now.Sub(at) >= expectationTTL {
+			delete(seen, uid)
+		}
+	}
+	for _, p := range r.Pods {
+		if p.Outcome == drain.Evicted || p.Outcome == drain.Deleted {
+			seen[p.Pod.UID] = now
+		}
+	}
+}
+
+// forget drops what is remembered for a NodeMaintenance.
+func (e *expectations) forget(nm string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.pods, nm)
+}

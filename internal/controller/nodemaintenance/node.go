@@ -1,0 +1,183 @@
+package nodemaintenance
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// quorumRetry is how often a control-plane maintenance held back by the
+// quorum rule looks again (node readiness changes also wake it).
+const quorumRetry = 30 * time.Second
+
+// pitstopTaints are the taints a maintained node carries.
+var pitstopTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: pitstopv1alpha1.TaintDrain, Effect: corev1.TaintEffectNoSchedule},
+}
+
+// reconcileCordon makes the node unschedulable and taints it, remembering
+// whether someone else had cordoned it first. A control-plane node is only
+// cordoned when enough other control-plane nodes stay Ready for quorum.
+func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Duration, bool, error) {
+	node := s.node
+	want := cordoned(node)
+	if equality.Semantic.DeepEqual(node, want) {
+		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, true, pitstopv1alpha1.ReasonCordoned, fmt.Sprintf("node %s is unschedulable and tainted %s", node.Name, pitstopv1alpha1.TaintDrain))
+		return 0, false, nil
+	}
+	if isControlPlane(node) {
+		r.controlPlane.Lock()
+		defer r.controlPlane.Unlock()
+		if why, err := r.quorumCheck(ctx, s.nm); err != nil || why != "" {
+			if why != "" {
+				setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonQuorumProtected, why)
+			}
+			return quorumRetry, true, err
+		}
+	}
+	if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
+		s.nm.Status.LastError = fmt.Sprintf("cordoning node %s: %v", node.Name, err)
+		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonCordonFailed, s.nm.Status.LastError)
+		return 0, true, fmt.Errorf("cordoning node %s: %w", node.Name, err)
+	}
+	s.node = want
+	if !isConditionTrue(s.nm, pitstopv1alpha1.ConditionCordoned) {
+		r.eventCordoned(s.nm, node)
+	}
+	setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, true, pitstopv1alpha1.ReasonCordoned, fmt.Sprintf("node %s is unschedulable and tainted %s", node.Name, pitstopv1alpha1.TaintDrain))
+	return 0, false, nil
+}
+
+// quorumCheck reads the control-plane nodes from the API server, not the
+// cache: a cordon decided on a stale count could take quorum down. A node
+// counts as down when it is not Ready or pitstop has cordoned it; the
+// caller holds the controlPlane lock, so the cordon this check allows is
+// visible to the next one.
+func (r *Reconciler) quorumCheck(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance) (string, error) {
+	nodes := &corev1.NodeList{}
+	if err := r.apiReader.List(ctx, nodes, client.HasLabels{labelControlPlane}); err != nil {
+		return "", fmt.Errorf("listing control-plane nodes: %w", err)
+	}
+	masters := &corev1.NodeList{}
+	if err := r.apiReader.List(ctx, masters, client.HasLabels{labelMaster}); err != nil {
+		return "", fmt.Errorf("listing control-plane nodes: %w", err)
+	}
+	all := mergeNodes(nodes.Items, masters.Items)
+	return quorumViolation(nm.Spec.NodeName, all, cordonedByPitstop(all)), nil
+}
+
+// cordonedByPitstop are the nodes that carry pitstop's drain taint.
+func cordonedByPitstop(nodes []corev1.Node) map[string]bool {
+	down := map[string]bool{}
+	for i := range nodes {
+		if hasTaint(&nodes[i], pitstopv1alpha1.TaintDrain) {
+			down[nodes[i].Name] = true
+		}
+	}
+	return down
+}
+
+// otherMaintainedNodes are the nodes that NodeMaintenances other than nm
+// hold or are about to hold. Admission counts them all as down, so that two
+// maintenances admitted together cannot break quorum.
+func otherMaintainedNodes(nm *pitstopv1alpha1.NodeMaintenance, nms []pitstopv1alpha1.NodeMaintenance) map[string]bool {
+	held := map[string]bool{}
+	for _, o := range nms {
+		if o.Name != nm.Name && o.Spec.NodeName != nm.Spec.NodeName {
+			held[o.Spec.NodeName] = true
+		}
+	}
+	return held
+}
+
+func mergeNodes(a, b []corev1.Node) []corev1.Node {
+	seen := map[string]bool{}
+	var out []corev1.Node
+	for _, list := range [][]corev1.Node{a, b} {
+		for _, n := range list {
+			if !seen[n.Name] {
+				seen[n.Name] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// cordoned returns the node as maintenance wants it: unschedulable, with
+// pitstop's taints, marked as down on purpose, and with a record of whether
+// it was cordoned before pitstop came (kept from the first cordon).
+func cordoned(node *corev1.Node) *corev1.Node {
+	want := node.DeepCopy()
+	if want.Annotations == nil {
+		want.Annotations = map[string]string{}
+	}
+	if _, ok := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; !ok {
+		want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = strconv.FormatBool(node.Spec.Unschedulable)
+	}
+	if want.Labels == nil {
+		want.Labels = map[string]string{}
+	}
+	want.Labels[pitstopv1alpha1.LabelExcludeFromRemediation] = "true"
+	want.Spec.Unschedulable = true
+	for _, t := range pitstopTaints {
+		if !hasTaint(want, t.Key) {
+			want.Spec.Taints = append(want.Spec.Taints, t)
+		}
+	}
+	return want
+}
+
+// restoreNode undoes what cordoned did. A node that was cordoned before
+// pitstop came stays cordoned (and keeps the standard unschedulable taint,
+// which belongs to the cordon); an Event says why.
+func (r *Reconciler) restoreNode(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) error {
+	want := node.DeepCopy()
+	before, recorded := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]
+	cordonedBefore := before == "true"
+	delete(want.Annotations, pitstopv1alpha1.AnnotationCordonedBefore)
+	delete(want.Labels, pitstopv1alpha1.LabelExcludeFromRemediation)
+	want.Spec.Taints = withoutTaint(want.Spec.Taints, pitstopv1alpha1.TaintDrain)
+	// Without the record the node was restored already (a reconcile that
+	// restored it and then lost a conflict on the finalizer), or pitstop never
+	// cordoned it: either way the cordon is not pitstop's to lift.
+	if recorded && !cordonedBefore {
+		want.Spec.Unschedulable = false
+		want.Spec.Taints = withoutTaint(want.Spec.Taints, corev1.TaintNodeUnschedulable)
+	}
+	if equality.Semantic.DeepEqual(node, want) {
+		return nil
+	}
+	if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("restoring node %s: %w", node.Name, err)
+	}
+	r.eventRestored(nm, node, cordonedBefore)
+	return nil
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func withoutTaint(taints []corev1.Taint, key string) []corev1.Taint {
+	out := taints[:0:0]
+	for _, t := range taints {
+		if t.Key != key {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package nodemaintenance
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/drain"
+)
+
+// Field indexes on the manager's cache.
+const (
+	indexPodNode         = "spec.nodeName"
+	indexMaintenanceNode = "spec.nodeName"
+)
+
+// controllerName names the controller in logs, metrics and Events.
+const controllerName = "nodemaintenance"
+
+// Setup registers the controller, its cache indexes and its metrics with
+// the manager. The webhook is registered separately (SetupWebhook) because
+// it needs a serving certificate.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, indexPodNode, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := indexer.IndexField(ctx, &pitstopv1alpha1.NodeMaintenance{}, indexMaintenanceNode, func(o client.Object) []string {
+		return []string{o.(*pitstopv1alpha1.NodeMaintenance).Spec.NodeName}
+	}); err != nil {
+		return err
+	}
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("pitstop-" + controllerName),
+		executor:  &drain.Executor{Client: mgr.GetClient(), Concurrency: opts.EvictionConcurrency},
+		clock:     clock.RealClock{},
+		opts:      opts,
+		evicted:   newExpectations(),
+	}
+	if err := registerCollector(newActiveCollector(mgr.GetClient())); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(controllerName).
+		For(&pitstopv1alpha1.NodeMaintenance{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForPod), builder.WithPredicates(ctrlPredicate(podChanged))).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForNode), builder.WithPredicates(ctrlPredicate(nodeChanged))).
+		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesBlockedBy), builder.WithPredicates(ctrlPredicate(budgetChanged))).
+		// A process runs one manager, except tests that restart it; the name
+		// check guards against two controllers sharing metric labels.
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+}
+
+// registerCollector registers c, replacing the collector of a manager that
+// ran before in this process.
+func registerCollector(c prometheus.Collector) error {
+	err := metrics.Registry.Register(c)
+	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		metrics.Registry.Unregister(are.ExistingCollector)
+		err = metrics.Registry.Register(c)
+	}
+	return err
+}
+
+// maintenancesOn returns requests for the NodeMaintenances of a node.
+func (r *Reconciler) maintenancesOn(ctx context.Context, node string) []reconcile.Request {
+	if node == "" {
+		return nil
+	}
+	list := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := r.client.List(ctx, list, client.MatchingFields{indexMaintenanceNode: node}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, nm := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: nm.Name}})
+	}
+	return reqs
+}
+
+func (r *Reconciler) maintenancesForPod(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.maintenancesOn(ctx, o.(*corev1.Pod).Spec.NodeName)
+}
+
+func (r *Reconciler) maintenancesForNode(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.maintenancesOn(ctx, o.GetName())
+}
+
+// maintenancesBlockedBy wakes the drains a budget is blocking, so they retry
+// as soon as it allows a disruption instead of at the next retry interval.
+func (r *Reconciler) maintenancesBlockedBy(ctx context.Context, o client.Object) []reconcile.Request {
+	key := o.GetNamespace() + "/" + o.GetName()
+	list := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, nm := range list.Items {
+		for _, b := range nm.Status.Blockers {
+			if b.PodDisruptionBudget == key {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: nm.Name}})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+// ctrlPredicate passes creates and deletes, and updates for which changed
+// returns true.
+func ctrlPredicate[T client.Object](changed func(old, new T) bool) predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(T)
+			new, ok2 := e.ObjectNew.(T)
+			return ok1 && ok2 && changed(old, new)
+		},
+	}
+}
+
+// podChanged: what a drain waits for is a pod terminating, finishing,
+// moving or going away.
+func podChanged(old, new *corev1.Pod) bool {
+	return (old.DeletionTimestamp == nil) != (new.DeletionTimestamp == nil) ||
+		old.Status.Phase != new.Status.Phase ||
+		old.Spec.NodeName != new.Spec.NodeName
+}
+
+// nodeChanged ignores heartbeats: only what maintenance sets, or readiness,
+// matters.
+func nodeChanged(old, new *corev1.Node) bool {
+	return old.Spec.Unschedulable != new.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(old.Spec.Taints, new.Spec.Taints) ||
+		!equality.Semantic.DeepEqual(old.Annotations, new.Annotations) ||
+		!equality.Semantic.DeepEqual(old.Labels, new.Labels) ||
+		isReady(old) != isReady(new)
+}
+
+// budgetChanged: a budget that allows more disruptions may unblock a drain.
+func budgetChanged(old, new *policyv1.PodDisruptionBudget) bool {
+	return new.Status.DisruptionsAllowed > old.Status.DisruptionsAllowed
+}

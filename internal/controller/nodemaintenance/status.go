@@ -1,0 +1,77 @@
+package nodemaintenance
+
+import (
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// setCondition sets one condition; its transition time changes only when
+// its status does.
+func setCondition(nm *pitstopv1alpha1.NodeMaintenance, condType string, status bool, reason, message string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&nm.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             s,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: nm.Generation,
+	})
+}
+
+func isConditionTrue(nm *pitstopv1alpha1.NodeMaintenance, condType string) bool {
+	return meta.IsStatusConditionTrue(nm.Status.Conditions, condType)
+}
+
+// terminalReasons are the reasons after which the maintenance cannot
+// finish on its own.
+var terminalReasons = map[string]bool{
+	pitstopv1alpha1.ReasonNodeNotFound:  true,
+	pitstopv1alpha1.ReasonDuplicate:     true,
+	pitstopv1alpha1.ReasonDrainTimedOut: true,
+}
+
+// setSummary derives the Ready condition and the phase from Cordoned and
+// Drained. It is the one place the phase is computed.
+func setSummary(nm *pitstopv1alpha1.NodeMaintenance) {
+	cordoned := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionCordoned)
+	drained := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained)
+	switch {
+	case cordoned != nil && drained != nil && cordoned.Status == metav1.ConditionTrue && drained.Status == metav1.ConditionTrue:
+		setCondition(nm, pitstopv1alpha1.ConditionReady, true, pitstopv1alpha1.ReasonReady, "node "+nm.Spec.NodeName+" is cordoned and drained")
+		nm.Status.Phase = pitstopv1alpha1.PhaseSucceeded
+	case failing(cordoned) != nil || failing(drained) != nil:
+		c := failing(cordoned)
+		if c == nil {
+			c = failing(drained)
+		}
+		setCondition(nm, pitstopv1alpha1.ConditionReady, false, pitstopv1alpha1.ReasonFailed, c.Message)
+		nm.Status.Phase = pitstopv1alpha1.PhaseFailed
+	default:
+		msg := "cordoning node " + nm.Spec.NodeName
+		if cordoned != nil && cordoned.Status == metav1.ConditionFalse {
+			msg = cordoned.Message
+		} else if drained != nil {
+			msg = drained.Message
+		}
+		setCondition(nm, pitstopv1alpha1.ConditionReady, false, pitstopv1alpha1.ReasonInProgress, msg)
+		nm.Status.Phase = pitstopv1alpha1.PhaseRunning
+	}
+}
+
+func failing(c *metav1.Condition) *metav1.Condition {
+	if c != nil && c.Status == metav1.ConditionFalse && terminalReasons[c.Reason] {
+		return c
+	}
+	return nil
+}
+
+// statusEqual compares statuses ignoring nothing: any difference is written.
+func statusEqual(a, b pitstopv1alpha1.NodeMaintenanceStatus) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}

@@ -1,0 +1,165 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Outcome is what happened to one pod.
+type Outcome string
+
+const (
+	// Evicted: the API server accepted the eviction; the pod is terminating.
+	Evicted Outcome = "evicted"
+	// Deleted: the pod was deleted directly.
+	Deleted Outcome = "deleted"
+	// Gone: the pod no longer exists (or was replaced by a pod of the same
+	// name, which the UID precondition protects).
+	Gone Outcome = "gone"
+	// Refused: the API server refused the eviction with 429 Too Many
+	// Requests, because a PodDisruptionBudget allows no disruption now.
+	Refused Outcome = "refused"
+	// Failed: any other error.
+	Failed Outcome = "failed"
+)
+
+// PodResult is the outcome for one pod; Err is set for Refused and Failed.
+type PodResult struct {
+	Pod     *corev1.Pod
+	Outcome Outcome
+	Err     error
+}
+
+// Result is what one round of evictions or deletions did.
+type Result struct {
+	Pods []PodResult
+}
+
+// Count returns how many pods had the outcome.
+func (r Result) Count(o Outcome) int {
+	n := 0
+	for _, p := range r.Pods {
+		if p.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// With returns the results with the outcome.
+func (r Result) With(o Outcome) []PodResult {
+	var out []PodResult
+	for _, p := range r.Pods {
+		if p.Outcome == o {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// FirstError returns the first Failed result's error, or nil.
+func (r Result) FirstError() error {
+	for _, p := range r.Pods {
+		if p.Outcome == Failed {
+			return p.Err
+		}
+	}
+	return nil
+}
+
+// Message summarises the result for people: "evicted 3, refused 2, failed 1".
+func (r Result) Message() string {
+	var parts []string
+	for _, o := range []Outcome{Evicted, Deleted, Gone, Refused, Failed} {
+		if n := r.Count(o); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", o, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing to do"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Executor evicts and deletes pods through the API, several at a time.
+type Executor struct {
+	// Client talks to the API server directly (writes are never cached).
+	Client client.Client
+	// Concurrency bounds the requests in flight.
+	Concurrency int
+}
+
+// Evict asks the Eviction API to evict each pod, so PodDisruptionBudgets are
+// obeyed. gracePeriod overrides the pods' own when set. The eviction carries
+// the pod's UID as a precondition: a StatefulSet pod recreated under the same
+// name is not evicted by mistake.
+func (e *Executor) Evict(ctx context.Context, pods []*corev1.Pod, gracePeriod *int64) Result {
+	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult {
+		eviction := &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+			DeleteOptions: deleteOptions(pod, gracePeriod),
+		}
+		err := e.Client.SubResource("eviction").Create(ctx, pod, eviction)
+		switch {
+		case err == nil:
+			return PodResult{Pod: pod, Outcome: Evicted}
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			return PodResult{Pod: pod, Outcome: Gone}
+		case apierrors.IsTooManyRequests(err):
+			return PodResult{Pod: pod, Outcome: Refused, Err: err}
+		default:
+			return PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("evicting pod %s: %w", klog.KObj(pod), err)}
+		}
+	})
+}
+
+// Delete deletes each pod directly, bypassing PodDisruptionBudgets: for
+// finished pods, and for the force-delete a drain timeout may call for.
+func (e *Executor) Delete(ctx context.Context, pods []*corev1.Pod, gracePeriod *int64) Result {
+	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult {
+		opts := deleteOptions(pod, gracePeriod)
+		err := e.Client.Delete(ctx, pod, &client.DeleteOptions{Raw: opts})
+		switch {
+		case err == nil:
+			return PodResult{Pod: pod, Outcome: Deleted}
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			return PodResult{Pod: pod, Outcome: Gone}
+		default:
+			return PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("deleting pod %s: %w", klog.KObj(pod), err)}
+		}
+	})
+}
+
+func deleteOptions(pod *corev1.Pod, gracePeriod *int64) *metav1.DeleteOptions {
+	return &metav1.DeleteOptions{
+		GracePeriodSeconds: gracePeriod,
+		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+	}
+}
+
+// each runs do for every pod with at most Concurrency in flight and returns
+// the results in the pods' order.
+func (e *Executor) each(ctx context.Context, pods []*corev1.Pod, do func(context.Context, *corev1.Pod) PodResult) Result {
+	results := make([]PodResult, len(pods))
+	limit := max(e.Concurrency, 1)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i, pod := range pods {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			results[i] = do(ctx, pod)
+		})
+	}
+	wg.Wait()
+	return Result{Pods: results}
+}
