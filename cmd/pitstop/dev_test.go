@@ -90,7 +90,25 @@ func TestDemoComesUpAndCtrlCLeavesNothing(t *testing.T) {
 		}
 	}
 	kubectl(t, environ, "get", "crd", "nodemaintenances.pitstop.dev")
-	kubectl(t, environ, "get", "nodemaintenances")
+
+	// The sample NodeMaintenance drains its node, and deleting it restores
+	// the node, as the README's walkthrough shows.
+	sample := filepath.Join("..", "..", "config", "samples", "nodemaintenance.yaml")
+	kubectl(t, environ, "apply", "-f", sample)
+	kubectl(t, environ, "wait", "--for=condition=Ready", "nodemaintenance/worker-003-kernel", "--timeout=60s")
+	if out := kubectl(t, environ, "get", "nodemaintenance", "worker-003-kernel", "--no-headers"); !strings.Contains(out, "Succeeded") || !strings.Contains(out, "100") {
+		t.Errorf("kubectl get nodemaintenance: %s, want phase Succeeded and progress 100", out)
+	}
+	left := kubectl(t, environ, "get", "pods", "-n", localcluster.SampleNamespace, "--field-selector=spec.nodeName=worker-003", "-o", "name")
+	for _, pod := range strings.Fields(left) {
+		if !strings.HasPrefix(pod, "pod/node-agent-") {
+			t.Errorf("%s left on the drained node; only the DaemonSet's pod should stay", pod)
+		}
+	}
+	kubectl(t, environ, "delete", "-f", sample, "--wait=true")
+	if out := kubectl(t, environ, "get", "node", "worker-003", "--no-headers"); strings.Contains(out, "SchedulingDisabled") {
+		t.Errorf("node still cordoned after the NodeMaintenance was deleted: %s", out)
+	}
 
 	if code := p.signal(syscall.SIGINT, 30*time.Second); code != 0 {
 		t.Errorf("exit code %d after Ctrl-C, want 0", code)

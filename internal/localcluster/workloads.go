@@ -34,7 +34,8 @@ type Workloads struct {
 // SampleWorkloads is what a platform team's worker nodes typically carry:
 // Deployments guarded by PodDisruptionBudgets (web: 10 replicas, at most one
 // down; api: 6 replicas, at least half up), a StatefulSet with its budget, a
-// DaemonSet on every node, and one bare pod no controller would recreate.
+// DaemonSet on every node, and one bare pod no controller would recreate, on
+// the first worker.
 func SampleWorkloads() Workloads {
 	ns := SampleNamespace
 	return Workloads{
@@ -76,7 +77,13 @@ func SampleWorkloads() Workloads {
 		},
 		Pods: []*corev1.Pod{{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "debug", Labels: appLabels("debug")},
-			Spec:       podTemplate("debug").Spec,
+			Spec: func() corev1.PodSpec {
+				// Pinned to the first worker, so the demo knows which node a
+				// drain will find it on (it blocks a drain: nothing recreates it).
+				spec := podTemplate("debug").Spec
+				spec.NodeSelector = map[string]string{corev1.LabelHostname: workerName(0)}
+				return spec
+			}(),
 		}},
 	}
 }

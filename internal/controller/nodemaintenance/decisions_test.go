@@ -1,0 +1,122 @@
+package nodemaintenance
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+func TestQuorumViolation(t *testing.T) {
+	cp := func(name string, opts ...testutil.NodeOption) corev1.Node {
+		return *testutil.Node(name, append(opts, testutil.ControlPlane())...)
+	}
+	master := func(name string) corev1.Node {
+		return *testutil.Node(name, testutil.WithLabels(map[string]string{labelMaster: ""}))
+	}
+	three := []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), *testutil.Node("worker")}
+	for _, tc := range []struct {
+		name   string
+		target string
+		nodes  []corev1.Node
+		down   map[string]bool
+		refuse bool
+	}{
+		{"allows a worker whatever the control plane's state", "worker", three, map[string]bool{"cp-0": true, "cp-1": true}, false},
+		{"allows one of three control-plane nodes", "cp-0", three, nil, false},
+		{"refuses a second of three while one is in maintenance", "cp-1", three, map[string]bool{"cp-0": true}, true},
+		{"refuses one of three while another is NotReady", "cp-0", []corev1.Node{cp("cp-0"), cp("cp-1", testutil.NotReady()), cp("cp-2")}, nil, true},
+		{"allows two of five", "cp-1", []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), cp("cp-3"), cp("cp-4")}, map[string]bool{"cp-0": true}, false},
+		{"refuses a third of five", "cp-2", []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), cp("cp-3"), cp("cp-4")}, map[string]bool{"cp-0": true, "cp-1": true}, true},
+		{"refuses the only control-plane node", "cp-0", []corev1.Node{cp("cp-0")}, nil, true},
+		{"counts the legacy master label", "m-1", []corev1.Node{master("m-0"), master("m-1"), master("m-2")}, map[string]bool{"m-0": true}, true},
+		{"allows a node that is already down to go", "cp-1", []corev1.Node{cp("cp-0"), cp("cp-1", testutil.NotReady()), cp("cp-2")}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why := quorumViolation(tc.target, tc.nodes, tc.down)
+			if (why != "") != tc.refuse {
+				t.Fatalf("quorumViolation = %q, want refusal %v", why, tc.refuse)
+			}
+			if tc.refuse && !strings.Contains(why, tc.target) {
+				t.Errorf("refusal %q does not name the node", why)
+			}
+		})
+	}
+}
+
+func TestActiveHolder(t *testing.T) {
+	at := func(name string, sec int64, deleting bool) pitstopv1alpha1.NodeMaintenance {
+		nm := pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(sec, 0)}}
+		if deleting {
+			nm.DeletionTimestamp = &metav1.Time{Time: time.Unix(sec+1, 0)}
+		}
+		return nm
+	}
+	self := at("b", 10, false)
+	for _, tc := range []struct {
+		name   string
+		others []pitstopv1alpha1.NodeMaintenance
+		want   string
+	}{
+		{"alone holds the node", nil, ""},
+		{"an older one holds it", []pitstopv1alpha1.NodeMaintenance{at("a", 5, false)}, "a"},
+		{"a newer one does not", []pitstopv1alpha1.NodeMaintenance{at("c", 20, false)}, ""},
+		{"an older one being deleted does not", []pitstopv1alpha1.NodeMaintenance{at("a", 5, true)}, ""},
+		{"same second: the name decides", []pitstopv1alpha1.NodeMaintenance{at("a", 10, false)}, "a"},
+		{"same second, later name: self holds", []pitstopv1alpha1.NodeMaintenance{at("c", 10, false)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := activeHolder(&self, tc.others); got != tc.want {
+				t.Errorf("activeHolder = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSetSummary(t *testing.T) {
+	cond := func(typ string, ok bool, reason string) metav1.Condition {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		return metav1.Condition{Type: typ, Status: s, Reason: reason, Message: reason + " message"}
+	}
+	for _, tc := range []struct {
+		name       string
+		conditions []metav1.Condition
+		phase      pitstopv1alpha1.MaintenancePhase
+		ready      string
+	}{
+		{"nothing yet is running", nil, pitstopv1alpha1.PhaseRunning, pitstopv1alpha1.ReasonInProgress},
+		{"cordoned and draining is running", []metav1.Condition{cond(ConditionCordoned, true, "Cordoned"), cond(ConditionDrained, false, pitstopv1alpha1.ReasonDraining)}, pitstopv1alpha1.PhaseRunning, pitstopv1alpha1.ReasonInProgress},
+		{"blocked by a budget is still running", []metav1.Condition{cond(ConditionCordoned, true, "Cordoned"), cond(ConditionDrained, false, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget)}, pitstopv1alpha1.PhaseRunning, pitstopv1alpha1.ReasonInProgress},
+		{"waiting for quorum is still running", []metav1.Condition{cond(ConditionCordoned, false, pitstopv1alpha1.ReasonQuorumProtected)}, pitstopv1alpha1.PhaseRunning, pitstopv1alpha1.ReasonInProgress},
+		{"cordoned and drained succeeded", []metav1.Condition{cond(ConditionCordoned, true, "Cordoned"), cond(ConditionDrained, true, "Drained")}, pitstopv1alpha1.PhaseSucceeded, pitstopv1alpha1.ReasonReady},
+		{"a timed-out drain failed", []metav1.Condition{cond(ConditionCordoned, true, "Cordoned"), cond(ConditionDrained, false, pitstopv1alpha1.ReasonDrainTimedOut)}, pitstopv1alpha1.PhaseFailed, pitstopv1alpha1.ReasonFailed},
+		{"a missing node failed", []metav1.Condition{cond(ConditionCordoned, false, pitstopv1alpha1.ReasonNodeNotFound), cond(ConditionDrained, false, pitstopv1alpha1.ReasonNodeNotFound)}, pitstopv1alpha1.PhaseFailed, pitstopv1alpha1.ReasonFailed},
+		{"a duplicate failed", []metav1.Condition{cond(ConditionCordoned, false, pitstopv1alpha1.ReasonDuplicate)}, pitstopv1alpha1.PhaseFailed, pitstopv1alpha1.ReasonFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nm := &pitstopv1alpha1.NodeMaintenance{Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "n"}}
+			nm.Status.Conditions = tc.conditions
+			setSummary(nm)
+			ready := meta.FindStatusCondition(nm.Status.Conditions, ConditionReady)
+			if nm.Status.Phase != tc.phase || ready == nil || ready.Reason != tc.ready {
+				t.Errorf("phase %s ready %+v, want %s / %s", nm.Status.Phase, ready, tc.phase, tc.ready)
+			}
+		})
+	}
+}
+
+// Condition types, for the table above.
+const (
+	ConditionCordoned = pitstopv1alpha1.ConditionCordoned
+	ConditionDrained  = pitstopv1alpha1.ConditionDrained
+	ConditionReady    = pitstopv1alpha1.ConditionReady
+)
