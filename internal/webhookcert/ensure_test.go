@@ -8,13 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -189,10 +190,11 @@ func TestLosingReplicaAdoptsWinnersCertificate(t *testing.T) {
 			winner := newManager(t, env.Client, replica(t, o), clock)
 			rec := newRecorder(t)
 			var once sync.Once
-			rec.before = func(verb, kind string) {
+			rec.before = func(verb, kind string) error {
 				if verb+" "+kind == tc.loserWrite {
 					once.Do(func() { ensure(t, winner) })
 				}
+				return nil
 			}
 			loser := newManager(t, rec, o, clock)
 			ensure(t, loser)
@@ -307,7 +309,7 @@ func TestRenewal(t *testing.T) {
 			if len(cas) != step.wantCACount {
 				t.Errorf("the CA bundle holds %d CAs, want %d", len(cas), step.wantCACount)
 			}
-			if step.newCA && !cas[1].Equal(initialCA) {
+			if step.newCA && (len(cas) < 2 || !cas[1].Equal(initialCA)) {
 				t.Errorf("the CA bundle dropped the old CA, which replicas not yet renewed still serve certificates from")
 			}
 			cert := writtenCert(t, o.CertDir)
@@ -403,7 +405,7 @@ func TestCABundleRace(t *testing.T) {
 	other := newManager(t, env.Client, replica(t, o), nil)
 	rec := newRecorder(t)
 	var once sync.Once
-	rec.before = func(verb, kind string) {
+	rec.before = func(verb, kind string) error {
 		if verb == "get" && kind == "ValidatingWebhookConfiguration" {
 			once.Do(func() {
 				// Deleting the Secret makes the other replica start over
@@ -414,6 +416,7 @@ func TestCABundleRace(t *testing.T) {
 				ensure(t, other)
 			})
 		}
+		return nil
 	}
 	ensure(t, newManager(t, rec, o, nil))
 
@@ -434,24 +437,31 @@ func TestStart(t *testing.T) {
 		t.Error("NeedLeaderElection() = true, want false: every replica serves the webhook")
 	}
 
-	// The namespace does not exist yet, so the first Ensures fail: Start
-	// must keep retrying rather than give up.
+	// The API server fails the first reads: Start must keep retrying
+	// rather than give up.
 	o := newOptions(t, "127.0.0.1")
-	o.Namespace += "-later"
-	m := newManager(t, env.Client, o, nil)
+	rec := newRecorder(t)
+	var failed atomic.Int32
+	rec.before = func(verb, _ string) error {
+		if verb == "get" && failed.Load() < 3 {
+			failed.Add(1)
+			return apierrors.NewServiceUnavailable("staged outage")
+		}
+		return nil
+	}
+	m := newManager(t, rec, o, nil)
 	m.checkInterval, m.retryInterval = 200*time.Millisecond, 20*time.Millisecond
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
 
-	time.Sleep(100 * time.Millisecond) // let a few Ensures fail
-	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}); err != nil {
-		t.Fatal(err)
-	}
 	testutil.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
 		_, err := os.Stat(filepath.Join(o.CertDir, "tls.crt"))
 		return err
 	})
+	if failed.Load() != 3 {
+		t.Fatalf("%d reads failed, want 3", failed.Load())
+	}
 
 	// Start repairs what changes behind its back within checkInterval.
 	deleteWebhookConfiguration(t, o.WebhookConfigName)

@@ -120,8 +120,9 @@ type recorder struct {
 	mu     sync.Mutex
 	writes []string // "create Secret", "update ValidatingWebhookConfiguration", …
 	// before runs before each request: verb is get, create or update
-	// (dry runs are not passed), kind the object's type name.
-	before func(verb, kind string)
+	// (dry runs are not passed), kind the object's type name. An error it
+	// returns is the request's answer.
+	before func(verb, kind string) error
 }
 
 func newRecorder(t *testing.T) *recorder {
@@ -133,32 +134,38 @@ func newRecorder(t *testing.T) *recorder {
 	r := &recorder{}
 	r.Client = interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			r.hook("get", obj)
+			if err := r.hook("get", obj); err != nil {
+				return err
+			}
 			return c.Get(ctx, key, obj, opts...)
 		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			kind := r.hook("create", obj)
+			if err := r.hook("create", obj); err != nil {
+				return err
+			}
 			err := c.Create(ctx, obj, opts...)
-			r.record(err, "create", kind)
+			r.record(err, "create", obj)
 			return err
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if dryRun := (&client.UpdateOptions{}).ApplyOptions(opts).DryRun; len(dryRun) > 0 {
 				return c.Update(ctx, obj, opts...)
 			}
-			kind := r.hook("update", obj)
+			if err := r.hook("update", obj); err != nil {
+				return err
+			}
 			err := c.Update(ctx, obj, opts...)
-			r.record(err, "update", kind)
+			r.record(err, "update", obj)
 			return err
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			err := c.Patch(ctx, obj, patch, opts...)
-			r.record(err, "patch", kindOf(obj))
+			r.record(err, "patch", obj)
 			return err
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			err := c.Delete(ctx, obj, opts...)
-			r.record(err, "delete", kindOf(obj))
+			r.record(err, "delete", obj)
 			return err
 		},
 	})
@@ -167,21 +174,20 @@ func newRecorder(t *testing.T) *recorder {
 
 func kindOf(obj client.Object) string { return reflect.TypeOf(obj).Elem().Name() }
 
-func (r *recorder) hook(verb string, obj client.Object) string {
-	kind := kindOf(obj)
-	if r.before != nil {
-		r.before(verb, kind)
+func (r *recorder) hook(verb string, obj client.Object) error {
+	if r.before == nil {
+		return nil
 	}
-	return kind
+	return r.before(verb, kindOf(obj))
 }
 
-func (r *recorder) record(err error, verb, kind string) {
+func (r *recorder) record(err error, verb string, obj client.Object) {
 	if err != nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.writes = append(r.writes, verb+" "+kind)
+	r.writes = append(r.writes, verb+" "+kindOf(obj))
 }
 
 // takeWrites returns the writes recorded so far and forgets them.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -52,8 +53,9 @@ type Manager struct {
 
 // New returns a Manager for opts, which must pass Validate. c must be a live
 // client, not the manager's cache-backed one: a cached read of a Secret
-// starts an informer on every Secret in the cluster, and a stale read would
-// make replicas overwrite each other's certificates.
+// starts an informer on every Secret in the cluster (with list and watch
+// permissions this package does not ask for), and a stale read would make
+// replicas overwrite each other's certificates.
 func New(c client.Client, opts Options) (*Manager, error) {
 	if c == nil {
 		return nil, errors.New("webhookcert: client must not be nil")
@@ -92,10 +94,11 @@ func (m *Manager) Ensure(ctx context.Context) error {
 			return err
 		}
 		// Another replica may have replaced the CA after ensureSecret read
-		// the Secret and written its bundle to the configuration before this
-		// replica's write undid it. Read the Secret again: if its bundle is
-		// still the one just written, any later change comes with its own
-		// write of the configuration.
+		// the Secret, and written the new bundle to the configuration just
+		// before this replica overwrote it with the old one. Read the Secret
+		// again: if it still holds the bundle just written, any later
+		// replacement writes its own bundle after this write, so the
+		// configuration ends up right; otherwise go round again.
 		latest, err := m.readCABundle(ctx)
 		if err != nil {
 			return err
@@ -118,7 +121,7 @@ func (m *Manager) Ensure(ctx context.Context) error {
 // controller-runtime manager while the certificate on disk is most likely
 // still valid. Start implements manager.Runnable.
 func (m *Manager) Start(ctx context.Context) error {
-	log := logf.FromContext(ctx).WithValues("secret", m.opts.Namespace+"/"+m.opts.SecretName)
+	log := logf.FromContext(ctx).WithValues("secret", klog.KRef(m.opts.Namespace, m.opts.SecretName))
 	retry := m.retryInterval
 	for {
 		var wait time.Duration

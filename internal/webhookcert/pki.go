@@ -21,8 +21,9 @@ import (
 // Keys of the Secret besides corev1.TLSCertKey and corev1.TLSPrivateKeyKey.
 const (
 	// caCertKey holds the CA bundle: the signing CA first, then at most one
-	// previous CA kept trusted while certificates it signed may still be
-	// served by replicas that have not yet picked up the new one.
+	// previous CA, kept trusted while replicas that have not yet picked up
+	// the new certificate still serve one it signed. It stays until the
+	// next CA replacement; once expired it verifies nothing.
 	caCertKey = "ca.crt"
 	// caKeyKey holds the signing CA's private key.
 	caKeyKey = "ca.key"
@@ -149,11 +150,15 @@ func newCA(now time.Time) (keyPair, error) {
 // from now (backdated) for validity.
 func newServingCert(ca *x509.Certificate, caKey crypto.Signer, hosts []string, now time.Time, validity time.Duration) (keyPair, error) {
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: hosts[0]},
 		NotBefore:   now.Add(-backdate),
 		NotAfter:    now.Add(validity),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	// Clients check the subject alternative names; the common name is only
+	// for people, and X.509 allows at most 64 characters in it.
+	if len(hosts[0]) <= 64 {
+		tmpl.Subject.CommonName = hosts[0]
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -182,7 +187,7 @@ func sign(tmpl, parent *x509.Certificate, parentKey crypto.Signer) (keyPair, err
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
 	if err != nil {
-		return keyPair{}, fmt.Errorf("signing certificate for %q: %w", tmpl.Subject.CommonName, err)
+		return keyPair{}, fmt.Errorf("signing certificate %q: %w", tmpl.Subject.CommonName, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {

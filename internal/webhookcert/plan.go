@@ -60,7 +60,7 @@ func plan(b bundle, in planInput) decision {
 			return decision{newCA: true, newCert: true, keepOldCA: reason == reasonCAExpiring, reason: reason, message: msg}
 		}
 	}
-	for _, c := range []check{certMissing, certKeyMismatch, certNotYetValid, certExpiring, certNotSignedByCA} {
+	for _, c := range []check{certMissing, certKeyMismatch, certNotYetValid, certExpiring, certNotSignedByCA, certMissingHosts} {
 		if reason, msg, failed := c(b, in); failed {
 			return decision{newCert: true, reason: reason, message: msg}
 		}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -49,7 +50,7 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 		if err != nil {
 			return bundle{}, err
 		}
-		logf.FromContext(ctx).Info("Issuing webhook serving certificate", "secret", key, "reason", d.reason, "message", d.message, "newCA", d.newCA)
+		logf.FromContext(ctx).Info("Issuing webhook serving certificate", "secret", klog.KRef(key.Namespace, key.Name), "reason", d.reason, "message", d.message, "newCA", d.newCA)
 		if !found {
 			secret = corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: managedByLabels()},
@@ -57,23 +58,23 @@ func (m *Manager) ensureSecret(ctx context.Context) (bundle, error) {
 				Data:       next.secretData(),
 			}
 			err = m.c.Create(ctx, &secret)
+			if apierrors.IsAlreadyExists(err) {
+				continue // another replica created it since we read: read theirs
+			}
 		} else {
 			if secret.Data == nil {
 				secret.Data = map[string][]byte{}
 			}
 			maps.Copy(secret.Data, next.secretData())
 			err = m.c.Update(ctx, &secret)
+			if isLostRace(err) {
+				continue // another replica updated or deleted it since we read
+			}
 		}
-		switch {
-		case err == nil:
-			return next, nil
-		// Another replica created, updated or deleted the Secret since we
-		// read it: read it again.
-		case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err), apierrors.IsNotFound(err):
-			continue
-		default:
+		if err != nil {
 			return bundle{}, fmt.Errorf("writing Secret %s: %w", key, err)
 		}
+		return next, nil
 	}
 	return bundle{}, fmt.Errorf("writing Secret %s: lost the race to other writers %d times", key, maxAttempts)
 }

@@ -120,3 +120,17 @@ const (
 	ConditionDrained  = pitstopv1alpha1.ConditionDrained
 	ConditionReady    = pitstopv1alpha1.ConditionReady
 )
+
+func TestRefusalBackoff(t *testing.T) {
+	e := newExpectations()
+	var got []time.Duration
+	for _, refused := range []bool{true, true, true, true, true, true, false, true} {
+		got = append(got, e.backoff("nm", refused, time.Second))
+	}
+	want := []time.Duration{1 * time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 16 * time.Second, 0, 1 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("backoff sequence %v, want %v", got, want)
+		}
+	}
+}

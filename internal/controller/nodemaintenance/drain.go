@@ -70,8 +70,8 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 		return 0, true, err
 	}
 	r.setDrainStatus(nm, plan, evicted, deleted, pdbs)
-	retry := requeueFor(nm, evicted, deleted, s.now)
-	return retry, true, nil
+	backoff := r.evicted.backoff(nm.Name, evicted.Count(drain.Refused) > 0, retryInterval(nm))
+	return requeueFor(nm, evicted, deleted, backoff, s.now), true, nil
 }
 
 // planOptions turns spec.drain into plan options.
@@ -243,13 +243,17 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 	}
 }
 
-// requeueFor says when to look again: soon after a refusal or an error, at
-// the timeout if one is set, and otherwise only as a safety net (pods leaving
-// wake the reconcile through the watch).
-func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Result, now time.Time) time.Duration {
+// requeueFor says when to look again: after the refusal backoff or the
+// retry interval after an error, at the timeout if one is set, and
+// otherwise only as a safety net (pods leaving, and budgets allowing more
+// disruptions, wake the reconcile through watches).
+func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Result, backoff time.Duration, now time.Time) time.Duration {
 	after := safetyRequeue
-	if evicted.Count(drain.Refused) > 0 || evicted.Count(drain.Failed) > 0 || deleted.Count(drain.Failed) > 0 {
-		after = retryInterval(nm)
+	if backoff > 0 {
+		after = backoff
+	}
+	if evicted.Count(drain.Failed) > 0 || deleted.Count(drain.Failed) > 0 {
+		after = min(after, retryInterval(nm))
 	}
 	if t := nm.Spec.Drain.Timeout; t != nil && nm.Status.StartTime != nil {
 		if until := nm.Status.StartTime.Add(t.Duration).Sub(now); until > 0 {

@@ -20,10 +20,28 @@ const expectationTTL = 10 * time.Second
 type expectations struct {
 	mu   sync.Mutex
 	pods map[string]map[types.UID]time.Time
+	// refusals counts a drain's consecutive rounds with refused evictions,
+	// for the retry backoff.
+	refusals map[string]int
 }
 
 func newExpectations() *expectations {
-	return &expectations{pods: map[string]map[types.UID]time.Time{}}
+	return &expectations{pods: map[string]map[types.UID]time.Time{}, refusals: map[string]int{}}
+}
+
+// backoff returns how long to wait before retrying refused evictions:
+// interval after the first refused round, doubling with each further one up
+// to 16 times interval, and 0 (with the count reset) when none was refused.
+func (e *expectations) backoff(nm string, refused bool, interval time.Duration) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !refused {
+		delete(e.refusals, nm)
+		return 0
+	}
+	n := min(e.refusals[nm], 4)
+	e.refusals[nm]++
+	return interval << n
 }
 
 // filter drops pods evicted less than expectationTTL ago.
@@ -68,4 +86,5 @@ func (e *expectations) forget(nm string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.pods, nm)
+	delete(e.refusals, nm)
 }
