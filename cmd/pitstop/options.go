@@ -43,6 +43,7 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
 	fs.IntVar(&o.NodeMaintenance.MaxConcurrentReconciles, "node-maintenance-concurrency", o.NodeMaintenance.MaxConcurrentReconciles, "how many NodeMaintenances are worked on at once")
 	fs.IntVar(&o.NodeMaintenance.EvictionConcurrency, "eviction-concurrency", o.NodeMaintenance.EvictionConcurrency, "how many evictions of one node's pods are in flight at once")
+	fs.BoolVar(&o.Medik8sCompat, "medik8s-compat", o.Medik8sCompat, "also reconcile nodemaintenance.medik8s.io/v1beta1 NodeMaintenance objects (their CRD must be installed), through pitstop's own NodeMaintenance")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", o.Webhook.Port, "port of the admission webhook server, or 0 to turn the webhook off")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory where pitstop writes the webhook's serving certificate")
 	fs.StringVar(&o.Webhook.Service, "webhook-service", o.Webhook.Service, "namespace/name of the Service through which the API server reaches the webhook")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
@@ -53,6 +54,11 @@ type Options struct {
 
 	// NodeMaintenance tunes the NodeMaintenance controller.
 	NodeMaintenance nodemaintenance.Options
+
+	// Medik8sCompat also reconciles nodemaintenance.medik8s.io/v1beta1
+	// NodeMaintenance objects through pitstop's own; their CRD must be
+	// installed.
+	Medik8sCompat bool
 }
 
 // DefaultOptions are the defaults of `pitstop run`.
@@ -191,6 +197,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	}
 	if err := nodemaintenance.Setup(ctx, mgr, opts.NodeMaintenance); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
+	}
+	if opts.Medik8sCompat {
+		if err := medik8s.Setup(mgr); err != nil {
+			return nil, fmt.Errorf("setting up the medik8s NodeMaintenance controller (--medik8s-compat): %w", err)
+		}
 	}
 	if opts.Webhook.Port != 0 {
 		if err := setupWebhook(ctx, mgr, cfg, opts); err != nil {

@@ -56,6 +56,10 @@ type Reconciler struct {
 	controlPlane sync.Mutex
 }
 
+// conflictRetry is how soon a reconcile that lost an optimistic-concurrency
+// race looks again; by then the cache has usually caught up.
+const conflictRetry = 100 * time.Millisecond
+
 // step is one stage of a reconcile. It returns how soon to look again
 // (zero: when something changes) and whether later stages must wait.
 type step func(ctx context.Context, s *snapshot) (requeue time.Duration, stop bool, err error)
@@ -106,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = errors.Join(err, patchErr)
 	}
 	if apierrors.IsConflict(err) {
-		return ctrl.Result{Requeue: true}, nil // someone else wrote first; look again
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil // someone else wrote first; look again
 	}
 	return ctrl.Result{RequeueAfter: requeue}, err
 }
@@ -117,7 +121,7 @@ func (r *Reconciler) addFinalizer(ctx context.Context, nm *pitstopv1alpha1.NodeM
 	controllerutil.AddFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance)
 	if err := r.client.Update(ctx, nm); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}
@@ -216,7 +220,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, nm *pitstopv1alpha1.No
 	if s.node != nil && !heldByAnother(s.others) {
 		if err := r.restoreNode(ctx, nm, s.node); err != nil {
 			if apierrors.IsConflict(err) {
-				return ctrl.Result{Requeue: true}, nil
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
 			}
 			return ctrl.Result{}, err
 		}
@@ -225,7 +229,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, nm *pitstopv1alpha1.No
 	controllerutil.RemoveFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance)
 	if err := r.client.Update(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}

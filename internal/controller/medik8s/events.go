@@ -1,0 +1,54 @@
+package medik8s
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Event reasons on a medik8s NodeMaintenance: the ones the medik8s
+// operator emits, so alerts and dashboards built on them keep working.
+const (
+	EventBeginMaintenance   = "BeginMaintenance"
+	EventSucceedMaintenance = "SucceedMaintenance"
+	EventFailedMaintenance  = "FailedMaintenance"
+	EventRemovedMaintenance = "RemovedMaintenance"
+)
+
+// Events are emitted on transitions, after the write that makes them true
+// succeeded.
+
+func (r *Reconciler) eventBegin(obj *unstructured.Unstructured, s spec) {
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, EventBeginMaintenance, "Start",
+		"maintenance of node %s began; pitstop NodeMaintenance %s cordons and drains it", s.NodeName, maintenanceName(obj.GetName()))
+}
+
+// eventPhase reports a change of phase to Succeeded or Failed.
+func (r *Reconciler) eventPhase(obj *unstructured.Unstructured, s spec, before, after status) {
+	if before.Phase == after.Phase {
+		return
+	}
+	switch after.Phase {
+	case phaseSucceeded:
+		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, EventSucceedMaintenance, "Drain",
+			"node %s is cordoned and drained", s.NodeName)
+	case phaseFailed:
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventFailedMaintenance, "Drain",
+			"maintenance of node %s failed: %s", s.NodeName, truncate(after.LastError))
+	}
+}
+
+func (r *Reconciler) eventRemoved(obj *unstructured.Unstructured, s spec) {
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, EventRemovedMaintenance, "Restore",
+		"maintenance of node %s ended", s.NodeName)
+}
+
+// truncate keeps event notes under the API's 1 kB limit.
+func truncate(s string) string {
+	const limit = 900
+	if len(s) <= limit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:limit], "") + "…"
+}

@@ -1,0 +1,204 @@
+package medik8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// Reconciler keeps one pitstop NodeMaintenance per medik8s NodeMaintenance
+// and reports it in the medik8s object's status.
+type Reconciler struct {
+	// client reads medik8s objects from the API server (controller-runtime
+	// does not cache unstructured reads) and pitstop's from the cache.
+	client client.Client
+	// apiReader is uncached, for the one decision that must not act on a
+	// stale view: whether pitstop's object is gone.
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	clock     clock.PassiveClock
+}
+
+// foreignRequeue is how often a medik8s NodeMaintenance whose pitstop name
+// is taken by an object it does not own looks again: no watch reports that
+// object going away.
+const foreignRequeue = time.Minute
+
+// Reconcile takes one medik8s NodeMaintenance one step closer to having a
+// pitstop NodeMaintenance that matches it, or, when it is being deleted, to
+// that one being gone. Status is written once, at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := newObject()
+	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s, specErr := specOf(obj)
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return r.reconcileDelete(ctx, obj, s) // needs the spec for messages only
+	}
+	if specErr != nil {
+		return ctrl.Result{}, reconcile.TerminalError(specErr)
+	}
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return r.addFinalizer(ctx, obj, s)
+	}
+
+	before, err := statusOf(obj)
+	if err != nil {
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	after, result, err := r.reconcileMaintenance(ctx, obj, s, before)
+	after = stamp(before, after, r.clock.Now())
+	if patchErr := r.patchStatus(ctx, obj, before, after); patchErr != nil {
+		err = errors.Join(err, patchErr)
+	} else {
+		r.eventPhase(obj, s, before, after)
+	}
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRequeue}, nil // someone else wrote first; look again
+	}
+	return result, err
+}
+
+// addFinalizer makes sure the node is restored before the object goes away.
+// Adding it is the first write; the update triggers the next reconcile.
+func (r *Reconciler) addFinalizer(ctx context.Context, obj *unstructured.Unstructured, s spec) (ctrl.Result, error) {
+	controllerutil.AddFinalizer(obj, Finalizer)
+	if err := r.client.Update(ctx, obj); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("adding finalizer %s to NodeMaintenance %s: %w", Finalizer, obj.GetName(), err)
+	}
+	r.eventBegin(obj, s)
+	return ctrl.Result{}, nil
+}
+
+// reconcileMaintenance makes sure pitstop's NodeMaintenance for obj exists
+// and matches it, and returns the status that reports it.
+func (r *Reconciler) reconcileMaintenance(ctx context.Context, obj *unstructured.Unstructured, s spec, prev status) (status, ctrl.Result, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	name := maintenanceName(obj.GetName())
+	switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, nm); {
+	case apierrors.IsNotFound(err):
+		return r.createMaintenance(ctx, obj, s, prev)
+	case err != nil:
+		err = fmt.Errorf("reading NodeMaintenance %s: %w", name, err)
+		return erred(prev, err), ctrl.Result{}, err
+	}
+	if !metav1.IsControlledBy(nm, obj) {
+		msg := fmt.Sprintf("pitstop NodeMaintenance %s already exists and does not belong to this object; delete it to let this maintenance start", name)
+		return failed(prev, msg), ctrl.Result{RequeueAfter: foreignRequeue}, nil
+	}
+	if nm.Spec.NodeName != s.NodeName {
+		// medik8s' webhook refuses this change; pitstop's CRD refuses it on
+		// its own object, so the maintenance cannot follow.
+		msg := fmt.Sprintf("spec.nodeName changed from %s to %s: a maintenance cannot move to another node; delete this NodeMaintenance and create a new one", nm.Spec.NodeName, s.NodeName)
+		return failed(mirror(nm), msg), ctrl.Result{}, nil
+	}
+	if nm.Spec.Reason != s.Reason {
+		before := nm.DeepCopy()
+		nm.Spec.Reason = s.Reason
+		if err := r.client.Patch(ctx, nm, client.MergeFrom(before)); err != nil {
+			return writeFailure(mirror(before), err, "updating spec.reason of NodeMaintenance "+name)
+		}
+	}
+	return mirror(nm), ctrl.Result{}, nil
+}
+
+// createMaintenance creates pitstop's NodeMaintenance for obj. A refusal
+// (the node does not exist, it is already in maintenance, quorum, an invalid
+// field) fails the medik8s object with the refusal as lastError, as medik8s
+// fails one for a missing node, and is not retried until the object changes.
+func (r *Reconciler) createMaintenance(ctx context.Context, obj *unstructured.Unstructured, s spec, prev status) (status, ctrl.Result, error) {
+	nm := newMaintenance(obj, s)
+	err := r.client.Create(ctx, nm)
+	switch {
+	case err == nil:
+		ctrl.LoggerFrom(ctx).Info("created NodeMaintenance", "nodeMaintenance", klog.KObj(nm), "node", s.NodeName)
+		return mirror(nm), ctrl.Result{}, nil
+	case apierrors.IsAlreadyExists(err):
+		return prev, ctrl.Result{RequeueAfter: conflictRequeue}, nil // the cache has not seen it yet
+	}
+	return writeFailure(prev, err, "creating NodeMaintenance "+nm.Name)
+}
+
+// writeFailure reports a write to pitstop's NodeMaintenance that did not
+// happen: a refusal fails the maintenance for good, anything else is
+// retried with backoff. lastError is the API server's own message.
+func writeFailure(prev status, err error, action string) (status, ctrl.Result, error) {
+	wrapped := fmt.Errorf("%s: %w", action, err)
+	if isRefusal(err) {
+		return failed(prev, err.Error()), ctrl.Result{}, reconcile.TerminalError(wrapped)
+	}
+	return erred(prev, err), ctrl.Result{}, wrapped
+}
+
+// reconcileDelete deletes pitstop's NodeMaintenance, waits until its own
+// finalizer has restored the node and it is gone, and only then lets obj
+// go. Whether it is gone is read from the API server: a cache that has not
+// seen it yet would let the finalizer go while the node is still cordoned.
+func (r *Reconciler) reconcileDelete(ctx context.Context, obj *unstructured.Unstructured, s spec) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	name := maintenanceName(obj.GetName())
+	switch err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, nm); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading NodeMaintenance %s: %w", name, err)
+	case metav1.IsControlledBy(nm, obj):
+		if nm.DeletionTimestamp.IsZero() {
+			err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID})
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+			}
+			if client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("deleting NodeMaintenance %s: %w", name, err)
+			}
+		}
+		return ctrl.Result{RequeueAfter: awaitRequeue}, nil // its deletion wakes us sooner
+	}
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := r.client.Update(ctx, obj); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return ctrl.Result{}, nil
+		case apierrors.IsConflict(err):
+			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from NodeMaintenance %s: %w", Finalizer, obj.GetName(), err)
+	}
+	r.eventRemoved(obj, s)
+	return ctrl.Result{}, nil
+}
+
+// patchStatus writes status once, only when it changed, with optimistic
+// locking so a stale reconcile cannot overwrite a newer one.
+func (r *Reconciler) patchStatus(ctx context.Context, obj *unstructured.Unstructured, before, after status) error {
+	if equality.Semantic.DeepEqual(before, after) {
+		return nil
+	}
+	base := obj.DeepCopy()
+	if err := setStatus(obj, after); err != nil {
+		return err
+	}
+	return r.client.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}

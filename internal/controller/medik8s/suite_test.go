@@ -1,0 +1,311 @@
+package medik8s_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
+	"github.com/pitstop-dev/pitstop/internal/install"
+	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+// env is a real API server and etcd with pitstop's CRDs and the medik8s
+// fixture CRD; testutil.Kubelet plays the kubelets.
+var env *testutil.Env
+
+// fixtureCRD is medik8s' NodeMaintenance CRD, as the tests install it.
+const fixtureCRD = "testdata/nodemaintenance.medik8s.io_nodemaintenances.yaml"
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	e, err := testutil.StartEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := e.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	env = e
+	crd, err := readCRD(fixtureCRD)
+	if err == nil {
+		err = install.CRDs(context.Background(), env.Client, []*apiextensionsv1.CustomResourceDefinition{crd})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+func readCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(bytes.TrimSpace(data), crd); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return crd, nil
+}
+
+// startManager runs pitstop's manager, with --medik8s-compat and without the
+// webhook, against the API server until the test ends.
+func startManager(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := manager.DefaultOptions()
+	opts.MetricsAddr, opts.HealthAddr = "0", "0"
+	opts.LeaderElection = false
+	opts.Webhook.Port = 0
+	opts.Medik8sCompat = true
+	log, ended := testLogger(t)
+	mgr, err := manager.New(ctx, env.Config, opts, log)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		ended.Store(true)
+	})
+}
+
+// testLogger logs to t until ended is set. Some of controller-runtime's
+// goroutines outlive the manager's Start and may still log, which t does
+// not allow once the test is over; that would hide the test's own failure.
+func testLogger(t *testing.T) (logr.Logger, *atomic.Bool) {
+	ended := &atomic.Bool{}
+	return funcr.New(func(prefix, args string) {
+		if !ended.Load() {
+			t.Log(prefix, args)
+		}
+	}, funcr.Options{}), ended
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := env.Client.Create(t.Context(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return name
+}
+
+// managedPods creates n pods of a ReplicaSet on node and waits until the
+// kubelet has them Running.
+func managedPods(t *testing.T, ns, node, app string, n int) {
+	t.Helper()
+	var pods []*corev1.Pod
+	for i := range n {
+		p := testutil.Pod(ns, fmt.Sprintf("%s-%d", app, i), testutil.OnNode(node), testutil.OwnedBy("ReplicaSet", app), testutil.WithPodLabels(map[string]string{"app": app}))
+		create(t, p)
+		pods = append(pods, p)
+	}
+	awaitRunning(t, pods...)
+}
+
+func awaitRunning(t *testing.T, pods ...*corev1.Pod) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		for _, p := range pods {
+			got := &corev1.Pod{}
+			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			if got.Status.Phase != corev1.PodRunning {
+				return fmt.Errorf("pod %s is %s", p.Name, got.Status.Phase)
+			}
+		}
+		return nil
+	})
+}
+
+// pdb creates a budget over app with the status the disruption controller
+// would set (envtest runs none).
+func pdb(t *testing.T, ns, app string, allowed int32) *policyv1.PodDisruptionBudget {
+	t.Helper()
+	p := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+			MaxUnavailable: &intstr.IntOrString{Type: intstr.Int, IntVal: 1},
+		},
+	}
+	create(t, p)
+	setAllowed(t, p, allowed)
+	return p
+}
+
+func setAllowed(t *testing.T, p *policyv1.PodDisruptionBudget, allowed int32) {
+	t.Helper()
+	testutil.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
+		got := &policyv1.PodDisruptionBudget{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
+			return err
+		}
+		got.Status = policyv1.PodDisruptionBudgetStatus{
+			ObservedGeneration: got.Generation,
+			DisruptionsAllowed: allowed,
+			CurrentHealthy:     2,
+			DesiredHealthy:     max(0, 2-allowed),
+			ExpectedPods:       2,
+		}
+		return env.Client.Status().Update(t.Context(), got)
+	})
+}
+
+// medik8sNM builds a medik8s NodeMaintenance as its users write it.
+func medik8sNM(name, node, reason string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{"nodeName": node, "reason": reason},
+	}}
+	obj.SetGroupVersionKind(medik8s.GroupVersionKind)
+	obj.SetName(name)
+	return obj
+}
+
+func getMedik8s(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj := medik8sNM(name, "", "")
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// awaitPhase waits until the medik8s NodeMaintenance reports phase and
+// returns it as it was then.
+func awaitPhase(t *testing.T, name, phase string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var obj *unstructured.Unstructured
+	testutil.Eventually(t, timeout, 50*time.Millisecond, func() error {
+		obj = medik8sNM(name, "", "")
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, obj); err != nil {
+			return err
+		}
+		if got := str(obj, "status", "phase"); got != phase {
+			return fmt.Errorf("medik8s NodeMaintenance %s status %v, want phase %s", name, obj.Object["status"], phase)
+		}
+		return nil
+	})
+	return obj
+}
+
+// awaitGone waits until obj no longer exists.
+func awaitGone(t *testing.T, obj client.Object, timeout time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, timeout, 50*time.Millisecond, func() error {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err == nil:
+			return fmt.Errorf("%s %s still exists (finalizers %v)", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), obj.GetFinalizers())
+		}
+		return err
+	})
+}
+
+func str(obj *unstructured.Unstructured, fields ...string) string {
+	s, _, _ := unstructured.NestedString(obj.Object, fields...)
+	return s
+}
+
+func num(obj *unstructured.Unstructured, fields ...string) int64 {
+	n, _, _ := unstructured.NestedInt64(obj.Object, fields...)
+	return n
+}
+
+func node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func podsOn(t *testing.T, ns, nodeName string) []string {
+	t.Helper()
+	list := &corev1.PodList{}
+	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range list.Items {
+		if p.Spec.NodeName == nodeName {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// awaitEvents waits until Events about the medik8s NodeMaintenance name
+// carry every reason in want.
+func awaitEvents(t *testing.T, name string, want ...string) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list); err != nil {
+			return err
+		}
+		var reasons []string
+		for _, e := range list.Items {
+			if e.Regarding.APIVersion == medik8s.GroupVersionKind.GroupVersion().String() && e.Regarding.Name == name {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		got := strings.Join(reasons, ",")
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				return fmt.Errorf("events of %s are [%s], want %s", name, got, w)
+			}
+		}
+		return nil
+	})
+}
