@@ -17,6 +17,12 @@ import (
 // quorum rule looks again (node readiness changes also wake it).
 const quorumRetry = 30 * time.Second
 
+// medik8sDrainTaint is the taint the medik8s Node Maintenance Operator puts
+// on the nodes it maintains. A node that carries it was cordoned by that
+// maintenance, which pitstop takes over when a cluster switches
+// (--medik8s-compat): the cordon is the maintenance's, not someone else's.
+const medik8sDrainTaint = "medik8s.io/drain"
+
 // pitstopTaints are the taints a maintained node carries.
 var pitstopTaints = []corev1.Taint{
 	{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
@@ -121,7 +127,8 @@ func cordoned(node *corev1.Node) *corev1.Node {
 		want.Annotations = map[string]string{}
 	}
 	if _, ok := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; !ok {
-		want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = strconv.FormatBool(node.Spec.Unschedulable)
+		before := node.Spec.Unschedulable && !hasTaint(node, medik8sDrainTaint)
+		want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = strconv.FormatBool(before)
 	}
 	if want.Labels == nil {
 		want.Labels = map[string]string{}
@@ -146,6 +153,7 @@ func (r *Reconciler) restoreNode(ctx context.Context, nm *pitstopv1alpha1.NodeMa
 	delete(want.Annotations, pitstopv1alpha1.AnnotationCordonedBefore)
 	delete(want.Labels, pitstopv1alpha1.LabelExcludeFromRemediation)
 	want.Spec.Taints = withoutTaint(want.Spec.Taints, pitstopv1alpha1.TaintDrain)
+	want.Spec.Taints = withoutTaint(want.Spec.Taints, medik8sDrainTaint)
 	// Without the record the node was restored already (a reconcile that
 	// restored it and then lost a conflict on the finalizer), or pitstop never
 	// cordoned it: either way the cordon is not pitstop's to lift.

@@ -421,3 +421,24 @@ func condition(nm *pitstopv1alpha1.NodeMaintenance, condType string) metav1.Cond
 func reason(nm *pitstopv1alpha1.NodeMaintenance, condType string) string {
 	return condition(nm, condType).Reason
 }
+
+// TestTakesOverAMedik8sMaintenance: a node cordoned and tainted by the
+// medik8s operator (a cluster switching to pitstop mid-maintenance) is
+// uncordoned when the maintenance ends, and medik8s' taint goes too.
+func TestTakesOverAMedik8sMaintenance(t *testing.T) {
+	startManager(t, true)
+	create(t, testutil.Node("medik8s-1", testutil.Unschedulable(), func(n *corev1.Node) {
+		n.Spec.Taints = []corev1.Taint{{Key: "medik8s.io/drain", Effect: corev1.TaintEffectNoSchedule}}
+	}))
+	nm := nodeMaintenance("medik8s-takeover", "medik8s-1")
+	create(t, nm)
+	awaitCondition(t, nm, condReady, metav1.ConditionTrue, pitstopv1alpha1.ReasonReady, 10*time.Second)
+	if err := env.Client.Delete(t.Context(), nm); err != nil {
+		t.Fatal(err)
+	}
+	awaitEvents(t, nm, pitstopv1alpha1.EventRestored)
+	n := node(t, "medik8s-1")
+	if n.Spec.Unschedulable || hasTaint(n, "medik8s.io/drain") {
+		t.Errorf("node not restored: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+}
