@@ -60,6 +60,10 @@ const (
 	// ReasonForceDeleting: spec.drain.timeout passed and onTimeout is
 	// ForceDelete: the remaining pods are being deleted past their budgets.
 	ReasonForceDeleting = "ForceDeleting"
+	// ReasonInvalidSpec: spec.drain cannot be used as written (for example
+	// a skipPodsSelector the API server's schema let through but that is not
+	// a valid selector); fix the spec.
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonDrained: every pod that had to leave has left.
 	ReasonDrained = "Drained"
 	// ReasonDrainedByForce: drained, but some pods were force-deleted after

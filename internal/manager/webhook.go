@@ -129,7 +129,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 			FailurePolicy:  ptr.To(admissionregistrationv1.Fail),
 			TimeoutSeconds: ptr.To[int32](5),
 			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{
 					APIGroups:   []string{pitstopv1alpha1.GroupVersion.Group},
 					APIVersions: []string{pitstopv1alpha1.GroupVersion.Version},

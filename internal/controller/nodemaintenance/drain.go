@@ -41,7 +41,8 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	}
 	opts, err := planOptions(nm)
 	if err != nil {
-		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonDrainTimedOut, err.Error())
+		// An update of the spec wakes the reconcile again.
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonInvalidSpec, err.Error())
 		return 0, true, nil
 	}
 	plan := drain.NewPlan(s.pods, opts)

@@ -301,6 +301,13 @@ func TestRefusedUpFront(t *testing.T) {
 			}
 		})
 	}
+	bad := nodeMaintenance("refuse-selector", "refuse-worker-2", func(nm *pitstopv1alpha1.NodeMaintenance) {
+		nm.Spec.Drain.SkipPodsSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Resembles"}}}
+	})
+	create(t, testutil.Node("refuse-worker-2"))
+	if err := env.Client.Create(t.Context(), bad); err == nil || !strings.Contains(err.Error(), "spec.drain.skipPodsSelector") {
+		t.Errorf("creating a NodeMaintenance with a bad selector: got %v, want a refusal naming spec.drain.skipPodsSelector", err)
+	}
 	// Quorum counts Ready nodes: with refuse-cp-0 back, one more may go.
 	if err := env.Client.Delete(t.Context(), nodeMaintenance("refuse-cp-first", "refuse-cp-0")); err != nil {
 		t.Fatal(err)

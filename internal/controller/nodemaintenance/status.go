@@ -34,6 +34,7 @@ var terminalReasons = map[string]bool{
 	pitstopv1alpha1.ReasonNodeNotFound:  true,
 	pitstopv1alpha1.ReasonDuplicate:     true,
 	pitstopv1alpha1.ReasonDrainTimedOut: true,
+	pitstopv1alpha1.ReasonInvalidSpec:   true,
 }
 
 // setSummary derives the Ready condition and the phase from Cordoned and

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,6 +42,9 @@ var nodeMaintenanceResource = pitstopv1alpha1.GroupVersion.WithResource("nodemai
 
 // ValidateCreate checks a new NodeMaintenance against the cluster.
 func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance) (admission.Warnings, error) {
+	if err := validateSpec(nm); err != nil {
+		return nil, err
+	}
 	nodeName := nm.Spec.NodeName
 	node := &corev1.Node{}
 	if err := v.reader.Get(ctx, types.NamespacedName{Name: nodeName}, node); err != nil {
@@ -72,10 +76,22 @@ func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.Node
 	return nil, nil
 }
 
-// ValidateUpdate accepts every update: spec.nodeName's immutability is a CEL
-// rule in the CRD, checked by the API server itself.
-func (v *validator) ValidateUpdate(context.Context, *pitstopv1alpha1.NodeMaintenance, *pitstopv1alpha1.NodeMaintenance) (admission.Warnings, error) {
-	return nil, nil
+// ValidateUpdate checks the spec again; spec.nodeName's immutability is a
+// CEL rule in the CRD, checked by the API server itself.
+func (v *validator) ValidateUpdate(_ context.Context, _, nm *pitstopv1alpha1.NodeMaintenance) (admission.Warnings, error) {
+	return nil, validateSpec(nm)
+}
+
+// validateSpec checks what the CRD's schema cannot: that skipPodsSelector
+// is a selector.
+func validateSpec(nm *pitstopv1alpha1.NodeMaintenance) error {
+	if sel := nm.Spec.Drain.SkipPodsSelector; sel != nil {
+		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
+			return apierrors.NewInvalid(pitstopv1alpha1.GroupVersion.WithKind("NodeMaintenance").GroupKind(), nm.Name,
+				field.ErrorList{field.Invalid(field.NewPath("spec", "drain", "skipPodsSelector"), sel.String(), err.Error())})
+		}
+	}
+	return nil
 }
 
 // ValidateDelete accepts every delete: deleting restores the node.
