@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +88,7 @@ func TestInstallManifestsGrantWhatTheManagerNeeds(t *testing.T) {
 	// The webhook runs too: its certificate Secret and webhook configuration
 	// are written with the ServiceAccount's permissions.
 	opts.Webhook.Host = "127.0.0.1"
-	opts.Webhook.Port = freePort(t)
+	opts.Webhook.Port = testutil.FreePort(t)
 	opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", opts.Webhook.Port)
 	opts.Webhook.CertDir = t.TempDir()
 	mgr, err := manager.New(t.Context(), asServiceAccount, opts, logr.Discard())
@@ -128,14 +127,4 @@ func TestInstallManifestsGrantWhatTheManagerNeeds(t *testing.T) {
 	if err := env.Client.DeleteAllOf(t.Context(), &admissionregistrationv1.ValidatingWebhookConfiguration{}); err != nil {
 		t.Error(err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

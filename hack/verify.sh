@@ -18,7 +18,7 @@ if [[ "$before" != "$after" ]]; then
   status=1
 fi
 
-unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go'))
+unformatted=$(git ls-files --cached --others --exclude-standard '*.go' | while read -r f; do [[ -f "$f" ]] && echo "$f"; done | xargs gofmt -l)
 if [[ -n "$unformatted" ]]; then
   echo "gofmt would change:" >&2
   echo "$unformatted" | sed 's/^/  /' >&2

@@ -134,7 +134,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	}{
 		{"kube-controller-manager", controllerManagerArgs(c.KubeconfigPath, kcmPort, c.opts.NodeMonitorGracePeriod)},
 		{"kube-scheduler", schedulerArgs(files.schedulerConfig, schedPort)},
-		{"kwok", kwokArgs(c.KubeconfigPath, filepath.Join(c.opts.BinDir, "kwok-stages.yaml"))},
+		{"kwok", kwokArgs(c.KubeconfigPath, filepath.Join(c.opts.BinDir, "kwok-stages.yaml"), files.kwokConfig)},
 	} {
 		if err := c.start(p.name, p.args, logDir); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 type componentFiles struct {
 	tokens          string
 	schedulerConfig string
+	kwokConfig      string
 }
 
 // writeComponentConfigs writes the token file the API server authenticates
@@ -20,6 +21,7 @@ func (c *Cluster) writeComponentConfigs(keys *pki) (componentFiles, error) {
 	f := componentFiles{
 		tokens:          filepath.Join(c.Dir, "tokens.csv"),
 		schedulerConfig: filepath.Join(c.Dir, "scheduler.yaml"),
+		kwokConfig:      filepath.Join(c.Dir, "kwok.yaml"),
 	}
 	// token,user,uid,"group1,group2"
 	if err := os.WriteFile(f.tokens, []byte(adminToken+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
@@ -37,7 +39,21 @@ clientConnection:
 leaderElection:
   leaderElect: false
 `, c.KubeconfigPath)
-	return f, os.WriteFile(f.schedulerConfig, []byte(scheduler), 0o600)
+	if err := os.WriteFile(f.schedulerConfig, []byte(scheduler), 0o600); err != nil {
+		return f, err
+	}
+	// kwok plays 4 pods' kubelets at a time by default: a drained node's
+	// pods would then leave, and their replacements start, at the pace of
+	// kwok rather than of the control plane. A real kubelet stops all of a
+	// node's pods at once; one worker per pod of a full node (110) does the same.
+	kwok := `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 110
+  nodePlayStageParallelism: 16
+  nodeLeaseParallelism: 16
+`
+	return f, os.WriteFile(f.kwokConfig, []byte(kwok), 0o600)
 }
 
 func etcdArgs(dir string, clientPort, peerPort int) []string {
@@ -109,10 +125,11 @@ func schedulerArgs(config string, port int) []string {
 	}
 }
 
-func kwokArgs(kubeconfig, stages string) []string {
+func kwokArgs(kubeconfig, stages, config string) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + stages,
+		"--config=" + config,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
 		"--cidr=10.128.0.0/9",

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,16 +56,6 @@ func serveWebhooks(t *testing.T, port int, certDir string, handlers map[string]h
 	})
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // get fetches url over TLS trusting only caBundle, checking the server's
 // certificate for serverName (the URL's host when empty).
 func get(url string, caBundle []byte, serverName string) (string, error) {
@@ -94,7 +83,7 @@ func TestTLSHandshake(t *testing.T) {
 	o := newOptions(t, "placeholder", "127.0.0.1")
 	o.Hosts[0] = svcHost(o)
 	ensure(t, newManager(t, env.Client, o, nil))
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	serveWebhooks(t, port, o.CertDir, map[string]http.Handler{
 		"/ping": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "pong") }),
 	})
@@ -154,7 +143,7 @@ func TestAPIServerCallsWebhook(t *testing.T) {
 		}
 		return admission.Allowed("")
 	})
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	o.Webhooks = []admissionregistrationv1.ValidatingWebhook{{
 		Name:         "vnodemaintenance.pitstop.dev",
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d/validate", port))},

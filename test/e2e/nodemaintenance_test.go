@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,9 +18,9 @@ import (
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
 
 // TestDrainKeepsEveryBudget drains the busiest node of a 5-node cluster
@@ -136,38 +135,14 @@ func TestDrainKeepsEveryBudget(t *testing.T) {
 // webhook, in this process until the test ends.
 func startPitstop(t *testing.T, cluster *localcluster.Cluster, c client.Client) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	crds, err := config.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := install.CRDs(ctx, c, crds); err != nil {
+	if err := install.CRDs(t.Context(), c, crds); err != nil {
 		t.Fatal(err)
 	}
-	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthAddr = "0", "0"
-	opts.LeaderElection = false
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.LeaderElectionNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	opts.Webhook.Host = "127.0.0.1"
-	opts.Webhook.Port = freePort(t)
-	opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", opts.Webhook.Port)
-	opts.Webhook.CertDir = t.TempDir()
-	mgr, err := manager.New(ctx, cluster.Config, opts, testr.New(t))
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	<-mgr.Elected()
+	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{Webhook: true})
 }
 
 // awaitBudgetsAllow waits until the disruption controller has computed

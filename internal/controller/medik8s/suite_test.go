@@ -6,27 +6,22 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/install"
-	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
 
 // env is a real API server and etcd with pitstop's CRDs and the medik8s
@@ -77,117 +72,33 @@ func readCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
 // webhook, against the API server until the test ends.
 func startManager(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthAddr = "0", "0"
-	opts.LeaderElection = false
-	opts.Webhook.Port = 0
-	opts.Medik8sCompat = true
-	log, ended := testLogger(t)
-	mgr, err := manager.New(ctx, env.Config, opts, log)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-		ended.Store(true)
-	})
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Medik8sCompat: true})
 }
 
-// testLogger logs to t until ended is set. Some of controller-runtime's
-// goroutines outlive the manager's Start and may still log, which t does
-// not allow once the test is over; that would hide the test's own failure.
-func testLogger(t *testing.T) (logr.Logger, *atomic.Bool) {
-	ended := &atomic.Bool{}
-	return funcr.New(func(prefix, args string) {
-		if !ended.Load() {
-			t.Log(prefix, args)
-		}
-	}, funcr.Options{}), ended
-}
-
-func create(t *testing.T, objs ...client.Object) {
-	t.Helper()
-	for _, o := range objs {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-}
-
-func namespace(t *testing.T, name string) string {
-	t.Helper()
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	return name
-}
-
-// managedPods creates n pods of a ReplicaSet on node and waits until the
-// kubelet has them Running.
-func managedPods(t *testing.T, ns, node, app string, n int) {
-	t.Helper()
-	var pods []*corev1.Pod
-	for i := range n {
-		p := testutil.Pod(ns, fmt.Sprintf("%s-%d", app, i), testutil.OnNode(node), testutil.OwnedBy("ReplicaSet", app), testutil.WithPodLabels(map[string]string{"app": app}))
-		create(t, p)
-		pods = append(pods, p)
-	}
-	awaitRunning(t, pods...)
-}
+func create(t *testing.T, objs ...client.Object) { t.Helper(); testutil.Create(t, env.Client, objs...) }
 
 func awaitRunning(t *testing.T, pods ...*corev1.Pod) {
 	t.Helper()
-	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
-		for _, p := range pods {
-			got := &corev1.Pod{}
-			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
-				return err
-			}
-			if got.Status.Phase != corev1.PodRunning {
-				return fmt.Errorf("pod %s is %s", p.Name, got.Status.Phase)
-			}
-		}
-		return nil
-	})
+	testutil.AwaitRunning(t, env.Client, pods...)
 }
 
-// pdb creates a budget over app with the status the disruption controller
-// would set (envtest runs none).
+func namespace(t *testing.T, name string) string { return testutil.Namespace(t, env.Client, name) }
+
+func managedPods(t *testing.T, ns, node, app string, n int) {
+	t.Helper()
+	testutil.ManagedPods(t, env.Client, ns, node, app, n)
+}
+
+// pdb creates a budget over two pods of app that allows allowed
+// disruptions now.
 func pdb(t *testing.T, ns, app string, allowed int32) *policyv1.PodDisruptionBudget {
 	t.Helper()
-	p := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: app},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
-			MaxUnavailable: &intstr.IntOrString{Type: intstr.Int, IntVal: 1},
-		},
-	}
-	create(t, p)
-	setAllowed(t, p, allowed)
-	return p
+	return testutil.PDB(t, env.Client, ns, app, 2, allowed)
 }
 
 func setAllowed(t *testing.T, p *policyv1.PodDisruptionBudget, allowed int32) {
 	t.Helper()
-	testutil.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
-		got := &policyv1.PodDisruptionBudget{}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
-			return err
-		}
-		got.Status = policyv1.PodDisruptionBudgetStatus{
-			ObservedGeneration: got.Generation,
-			DisruptionsAllowed: allowed,
-			CurrentHealthy:     2,
-			DesiredHealthy:     max(0, 2-allowed),
-			ExpectedPods:       2,
-		}
-		return env.Client.Status().Update(t.Context(), got)
-	})
+	testutil.SetAllowed(t, env.Client, p, 2, allowed)
 }
 
 // medik8sNM builds a medik8s NodeMaintenance as its users write it.
@@ -254,35 +165,13 @@ func num(obj *unstructured.Unstructured, fields ...string) int64 {
 
 func node(t *testing.T, name string) *corev1.Node {
 	t.Helper()
-	n := &corev1.Node{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return testutil.GetNode(t, env.Client, name)
 }
 
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, taint := range n.Spec.Taints {
-		if taint.Key == key {
-			return true
-		}
-	}
-	return false
-}
+func hasTaint(n *corev1.Node, key string) bool { return testutil.HasTaint(n, key) }
 
 func podsOn(t *testing.T, ns, nodeName string) []string {
-	t.Helper()
-	list := &corev1.PodList{}
-	if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range list.Items {
-		if p.Spec.NodeName == nodeName {
-			names = append(names, p.Name)
-		}
-	}
-	return names
+	return testutil.PodsOn(t, env.Client, ns, nodeName)
 }
 
 // awaitEvents waits until Events about the medik8s NodeMaintenance name

@@ -134,3 +134,45 @@ func TestRefusalBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestOnlyProgress(t *testing.T) {
+	base := pitstopv1alpha1.NodeMaintenanceStatus{
+		Phase:        pitstopv1alpha1.PhaseRunning,
+		EvictionPods: 10,
+		Conditions: []metav1.Condition{
+			{Type: ConditionCordoned, Status: metav1.ConditionTrue, Reason: "Cordoned"},
+			{Type: ConditionDrained, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonDraining, Message: "10 of 10 pods"},
+		},
+	}
+	edit := func(f func(*pitstopv1alpha1.NodeMaintenanceStatus)) pitstopv1alpha1.NodeMaintenanceStatus {
+		s := *base.DeepCopy()
+		f(&s)
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		next pitstopv1alpha1.NodeMaintenanceStatus
+		want bool
+	}{
+		{"progress and message", edit(func(s *pitstopv1alpha1.NodeMaintenanceStatus) {
+			s.DrainProgress = 40
+			s.Conditions[1].Message = "6 of 10 pods"
+			s.PendingPods = []pitstopv1alpha1.PodReference{{Namespace: "a", Name: "b"}}
+		}), true},
+		{"a reason change", edit(func(s *pitstopv1alpha1.NodeMaintenanceStatus) {
+			s.Conditions[1].Reason = pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget
+		}), false},
+		{"drained", edit(func(s *pitstopv1alpha1.NodeMaintenanceStatus) {
+			s.Conditions[1].Status = metav1.ConditionTrue
+			s.Conditions[1].Reason = pitstopv1alpha1.ReasonDrained
+		}), false},
+		{"the phase", edit(func(s *pitstopv1alpha1.NodeMaintenanceStatus) { s.Phase = pitstopv1alpha1.PhaseFailed }), false},
+		{"a new condition", edit(func(s *pitstopv1alpha1.NodeMaintenanceStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "InProgress"})
+		}), false},
+	} {
+		if got := onlyProgress(base, tc.next); got != tc.want {
+			t.Errorf("%s: onlyProgress = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -88,3 +88,38 @@ func (e *expectations) forget(nm string) {
 	delete(e.pods, nm)
 	delete(e.refusals, nm)
 }
+
+// progressWriteInterval is the least time between two status writes that
+// only report a drain's progress.
+const progressWriteInterval = time.Second
+
+// writePacer remembers when each NodeMaintenance's status was last written.
+type writePacer struct {
+	mu   sync.Mutex
+	last map[string]time.Time
+}
+
+func newWritePacer() *writePacer { return &writePacer{last: map[string]time.Time{}} }
+
+// wait returns how long until a progress-only write is due, 0 if now.
+func (p *writePacer) wait(nm string, now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last, ok := p.last[nm]
+	if !ok {
+		return 0
+	}
+	return max(0, last.Add(progressWriteInterval).Sub(now))
+}
+
+func (p *writePacer) record(nm string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last[nm] = now
+}
+
+func (p *writePacer) forget(nm string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, nm)
+}

@@ -1,6 +1,7 @@
 package nodemaintenance_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -257,7 +258,7 @@ func TestRestartMidDrainFinishes(t *testing.T) {
 	nm := nodeMaintenance("restart", "restart-1")
 	create(t, nm)
 	before := awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, 10*time.Second)
-	first.stop()
+	first.Stop()
 
 	setAllowed(t, budget, 3)
 	startManager(t, true)
@@ -280,6 +281,7 @@ func TestRestartMidDrainFinishes(t *testing.T) {
 // the reason in one sentence, and nothing is created.
 func TestRefusedUpFront(t *testing.T) {
 	startManager(t, true)
+	removeAtEnd(t, "refuse-")
 	create(t,
 		testutil.Node("refuse-worker"),
 		testutil.Node("refuse-cp-0", testutil.ControlPlane()),
@@ -322,6 +324,7 @@ func TestRefusedUpFront(t *testing.T) {
 // never takes a control-plane node down past quorum: the second one waits.
 func TestControllerHoldsQuorumWithoutTheWebhook(t *testing.T) {
 	startManager(t, false)
+	removeAtEnd(t, "quorum-")
 	create(t,
 		testutil.Node("quorum-cp-0", testutil.ControlPlane()),
 		testutil.Node("quorum-cp-1", testutil.ControlPlane()),
@@ -448,4 +451,46 @@ func TestTakesOverAMedik8sMaintenance(t *testing.T) {
 	if n.Spec.Unschedulable || hasTaint(n, "medik8s.io/drain") {
 		t.Errorf("node not restored: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
+}
+
+// removeAtEnd deletes, when the test ends and while its manager still runs,
+// the NodeMaintenances and nodes whose names start with prefix: quorum is
+// counted over every control-plane node of the shared API server, so a test
+// must not leave any behind.
+func removeAtEnd(t *testing.T, prefix string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		nms := &pitstopv1alpha1.NodeMaintenanceList{}
+		if err := env.Client.List(ctx, nms); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range nms.Items {
+			if strings.HasPrefix(nms.Items[i].Name, prefix) {
+				_ = env.Client.Delete(ctx, &nms.Items[i])
+			}
+		}
+		testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+			left := &pitstopv1alpha1.NodeMaintenanceList{}
+			if err := env.Client.List(ctx, left); err != nil {
+				return err
+			}
+			for _, nm := range left.Items {
+				if strings.HasPrefix(nm.Name, prefix) {
+					return errorString("NodeMaintenance " + nm.Name + " still there")
+				}
+			}
+			return nil
+		})
+		nodes := &corev1.NodeList{}
+		if err := env.Client.List(ctx, nodes); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range nodes.Items {
+			if strings.HasPrefix(nodes.Items[i].Name, prefix) {
+				_ = env.Client.Delete(ctx, &nodes.Items[i])
+			}
+		}
+	})
 }

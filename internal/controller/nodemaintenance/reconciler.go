@@ -35,7 +35,7 @@ type Options struct {
 
 // DefaultOptions are the controller's defaults.
 func DefaultOptions() Options {
-	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 32}
+	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 128}
 }
 
 // Reconciler drives NodeMaintenance objects.
@@ -50,6 +50,8 @@ type Reconciler struct {
 	// evicted remembers evictions the API server accepted but the cache does
 	// not show yet, so that a reconcile right after does not ask again.
 	evicted *expectations
+	// writes paces status writes that only report progress.
+	writes *writePacer
 	// controlPlane serializes the quorum check and the cordon of
 	// control-plane nodes, so that two reconciles cannot each take one
 	// down on the same count.
@@ -106,7 +108,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	setSummary(nm)
-	if patchErr := r.patchStatus(ctx, before, nm); patchErr != nil {
+	deferred, patchErr := r.patchStatus(ctx, before, nm, s.now)
+	requeue = shortest(requeue, deferred)
+	if patchErr != nil {
 		err = errors.Join(err, patchErr)
 	}
 	if apierrors.IsConflict(err) {
@@ -226,6 +230,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, nm *pitstopv1alpha1.No
 		}
 	}
 	r.evicted.forget(nm.Name)
+	r.writes.forget(nm.Name)
 	controllerutil.RemoveFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance)
 	if err := r.client.Update(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
 		if apierrors.IsConflict(err) {
@@ -246,13 +251,24 @@ func heldByAnother(others []pitstopv1alpha1.NodeMaintenance) bool {
 }
 
 // patchStatus writes status once, only when it changed, with optimistic
-// locking so a stale reconcile cannot overwrite a newer one.
-func (r *Reconciler) patchStatus(ctx context.Context, before, after *pitstopv1alpha1.NodeMaintenance) error {
+// locking so a stale reconcile cannot overwrite a newer one. A change that is
+// only progress is held back while the last write is recent; it returns how
+// long until it may be written, and the caller requeues for it.
+func (r *Reconciler) patchStatus(ctx context.Context, before, after *pitstopv1alpha1.NodeMaintenance, now time.Time) (time.Duration, error) {
 	after.Status.ObservedGeneration = after.Generation
 	if statusEqual(before.Status, after.Status) {
-		return nil
+		return 0, nil
 	}
-	return r.client.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if onlyProgress(before.Status, after.Status) {
+		if wait := r.writes.wait(after.Name, now); wait > 0 {
+			return wait, nil
+		}
+	}
+	if err := r.client.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return 0, err
+	}
+	r.writes.record(after.Name, now)
+	return 0, nil
 }
 
 func shortest(a, b time.Duration) time.Duration {

@@ -59,6 +59,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		clock:     clock.RealClock{},
 		opts:      opts,
 		evicted:   newExpectations(),
+		writes:    newWritePacer(),
 	}
 	if err := registerCollector(newActiveCollector(mgr.GetClient())); err != nil {
 		return err

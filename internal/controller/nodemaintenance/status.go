@@ -72,7 +72,27 @@ func failing(c *metav1.Condition) *metav1.Condition {
 	return nil
 }
 
-// statusEqual compares statuses ignoring nothing: any difference is written.
+// statusEqual compares statuses ignoring nothing.
 func statusEqual(a, b pitstopv1alpha1.NodeMaintenanceStatus) bool {
 	return equality.Semantic.DeepEqual(a, b)
+}
+
+// onlyProgress reports whether b differs from a only in how far a drain has
+// come (progress, pending pods, blockers, messages), not in any condition's
+// status or reason, the phase or the counts. Such changes are written at
+// most once per progressWriteInterval, so a drain of many pods costs a few
+// status writes, not one per pod.
+func onlyProgress(a, b pitstopv1alpha1.NodeMaintenanceStatus) bool {
+	if a.Phase != b.Phase || a.ObservedGeneration != b.ObservedGeneration || !a.StartTime.Equal(b.StartTime) ||
+		a.TotalPods != b.TotalPods || a.EvictionPods != b.EvictionPods || a.ForceDeletedPods != b.ForceDeletedPods ||
+		len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for _, ca := range a.Conditions {
+		cb := meta.FindStatusCondition(b.Conditions, ca.Type)
+		if cb == nil || cb.Status != ca.Status || cb.Reason != ca.Reason {
+			return false
+		}
+	}
+	return true
 }
