@@ -1,0 +1,377 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// MaintenanceState is one of the three states a node has in each profile.
+// +kubebuilder:validation:Enum=operational;maintenance-required;in-maintenance
+type MaintenanceState string
+
+const (
+	// StateOperational: the node serves normally.
+	StateOperational MaintenanceState = "operational"
+	// StateMaintenanceRequired: the node needs maintenance and waits until
+	// it may have it.
+	StateMaintenanceRequired MaintenanceState = "maintenance-required"
+	// StateInMaintenance: the node is being maintained. At most one profile
+	// holds a node in this state at a time.
+	StateInMaintenance MaintenanceState = "in-maintenance"
+)
+
+// CheckInstance is a named check: exactly one of its plugin fields is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+type CheckInstance struct {
+	// Name is how transitions refer to the check: letters, digits and _.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// HasLabel passes when the node has the label (with the value, if set).
+	// +optional
+	HasLabel *KeyValueCheck `json:"hasLabel,omitempty"`
+	// HasAnnotation passes when the node has the annotation (with the value,
+	// if set).
+	// +optional
+	HasAnnotation *KeyValueCheck `json:"hasAnnotation,omitempty"`
+	// AnyLabel passes when any node in the cluster has the label.
+	// +optional
+	AnyLabel *KeyValueCheck `json:"anyLabel,omitempty"`
+	// Condition passes when the node's condition has the status.
+	// +optional
+	Condition *ConditionCheck `json:"condition,omitempty"`
+	// MaxMaintenance passes while fewer than max nodes are in maintenance.
+	// +optional
+	MaxMaintenance *MaxMaintenanceCheck `json:"maxMaintenance,omitempty"`
+	// Stagger lets at most parallel nodes through per duration.
+	// +optional
+	Stagger *StaggerCheck `json:"stagger,omitempty"`
+	// TimeWindow passes inside a weekly time window.
+	// +optional
+	TimeWindow *TimeWindowCheck `json:"timeWindow,omitempty"`
+	// Wait passes once the node has been in its state for the duration.
+	// +optional
+	Wait *WaitCheck `json:"wait,omitempty"`
+	// WaitExclude is Wait, with time not passing on the excluded weekdays.
+	// +optional
+	WaitExclude *WaitExcludeCheck `json:"waitExclude,omitempty"`
+	// ClusterSemver passes when the node's version label is lower than the
+	// highest in the cluster (or profile).
+	// +optional
+	ClusterSemver *ClusterSemverCheck `json:"clusterSemver,omitempty"`
+	// Affinity prefers nodes whose pods do not prefer operational nodes.
+	// +optional
+	Affinity *AffinityCheck `json:"affinity,omitempty"`
+	// NodeCount passes when the cluster has at least count nodes.
+	// +optional
+	NodeCount *NodeCountCheck `json:"nodeCount,omitempty"`
+	// PrometheusInstant compares a PromQL query's value with a threshold.
+	// +optional
+	PrometheusInstant *PrometheusInstantCheck `json:"prometheusInstant,omitempty"`
+	// Freeze fails while any freeze period is active.
+	// +optional
+	Freeze *FreezeCheck `json:"freeze,omitempty"`
+}
+
+// KeyValueCheck names a label or annotation and optionally its value.
+type KeyValueCheck struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+	// Value, when set, must match too.
+	// +optional
+	Value *string `json:"value,omitempty"`
+}
+
+// ConditionCheck names a node condition and the status it must have.
+type ConditionCheck struct {
+	// +kubebuilder:validation:MinLength=1
+	Type string `json:"type"`
+	// +kubebuilder:validation:Enum=True;False;Unknown
+	Status string `json:"status"`
+}
+
+// MaxMaintenanceCheck bounds how many nodes are in maintenance at once.
+// Entry into in-maintenance takes a slot Lease, so the bound holds with
+// concurrent reconciles and several replicas.
+type MaxMaintenanceCheck struct {
+	// Max is how many nodes may be in maintenance at once (per group).
+	// +kubebuilder:validation:Minimum=1
+	Max int32 `json:"max"`
+	// ProfileScoped counts only this profile's nodes; otherwise every
+	// node in maintenance counts.
+	// +optional
+	ProfileScoped bool `json:"profileScoped,omitempty"`
+	// GroupBy is a node label (for example topology.kubernetes.io/zone):
+	// the bound applies per value of it.
+	// +optional
+	GroupBy string `json:"groupBy,omitempty"`
+}
+
+// StaggerCheck spaces maintenances out in time.
+type StaggerCheck struct {
+	// Duration each slot stays taken after a node enters maintenance.
+	Duration metav1.Duration `json:"duration"`
+	// Parallel is how many slots there are.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Parallel int32 `json:"parallel,omitempty"`
+}
+
+// TimeWindowCheck is a weekly window in a time zone. A window whose end is
+// before its start crosses midnight.
+type TimeWindowCheck struct {
+	// Start is "hh:mm".
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	Start string `json:"start"`
+	// End is "hh:mm"; before Start means the window ends the next day.
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	End string `json:"end"`
+	// Weekdays the window opens on (the day it starts); empty means every
+	// day.
+	// +kubebuilder:validation:MaxItems=7
+	// +optional
+	Weekdays []Weekday `json:"weekdays,omitempty"`
+	// Exclude lists dates ("Dec 24" or "2026-12-24") the window stays shut.
+	// +kubebuilder:validation:MaxItems=366
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+	// TimeZone is an IANA time zone name; UTC when empty.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// Weekday is a day of the week, by its three-letter name.
+// +kubebuilder:validation:Enum=Mon;Tue;Wed;Thu;Fri;Sat;Sun
+type Weekday string
+
+// WaitCheck passes once the node has been in its state for Duration.
+type WaitCheck struct {
+	Duration metav1.Duration `json:"duration"`
+}
+
+// WaitExcludeCheck is WaitCheck with time not counted on Exclude days.
+type WaitExcludeCheck struct {
+	Duration metav1.Duration `json:"duration"`
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=6
+	Exclude []Weekday `json:"exclude"`
+	// TimeZone the weekdays are counted in; UTC when empty.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// ClusterSemverCheck compares the node's semantic-version label with the
+// other nodes'.
+type ClusterSemverCheck struct {
+	// Key is the label holding a semantic version.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// ProfileScoped compares only with this profile's nodes.
+	// +optional
+	ProfileScoped bool `json:"profileScoped,omitempty"`
+}
+
+// AffinityCheck passes for nodes none of whose pods prefer operational
+// nodes, so those go first.
+type AffinityCheck struct {
+	// MinOperational keeps the check passing once fewer than this many
+	// nodes remain operational.
+	// +optional
+	MinOperational int32 `json:"minOperational,omitempty"`
+}
+
+// NodeCountCheck passes when the cluster has at least Count nodes.
+type NodeCountCheck struct {
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
+}
+
+// PrometheusInstantCheck is a health gate: a PromQL instant query whose one
+// value is compared with a threshold.
+type PrometheusInstantCheck struct {
+	// URL of the Prometheus server (its HTTP API root).
+	// +kubebuilder:validation:Pattern=`^https?://`
+	URL string `json:"url"`
+	// Query is PromQL; it must return exactly one sample.
+	// +kubebuilder:validation:MinLength=1
+	Query string `json:"query"`
+	// Operator compares the value with Threshold.
+	// +kubebuilder:validation:Enum="<";"<=";"==";"!=";">=";">"
+	Operator string `json:"operator"`
+	// Threshold is the number the value is compared with.
+	Threshold string `json:"threshold"`
+}
+
+// FreezeCheck fails while any of its periods is active.
+type FreezeCheck struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Periods []FreezePeriod `json:"periods"`
+}
+
+// FreezePeriod is an absolute time range.
+// +kubebuilder:validation:XValidation:rule="self.start < self.end",message="end must be after start"
+type FreezePeriod struct {
+	Start metav1.Time `json:"start"`
+	End   metav1.Time `json:"end"`
+	// Reason is shown when the freeze holds a node back.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// TriggerInstance is a named trigger: exactly one plugin field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.drain), has(self.restore)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+type TriggerInstance struct {
+	// Name is how transitions refer to the trigger: letters, digits and _.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// AlterLabel sets or removes a node label.
+	// +optional
+	AlterLabel *AlterTrigger `json:"alterLabel,omitempty"`
+	// AlterAnnotation sets or removes a node annotation.
+	// +optional
+	AlterAnnotation *AlterTrigger `json:"alterAnnotation,omitempty"`
+	// AlterFinalizer adds or removes a node finalizer.
+	// +optional
+	AlterFinalizer *AlterFinalizerTrigger `json:"alterFinalizer,omitempty"`
+	// Drain creates the node's NodeMaintenance and waits until it is Ready.
+	// +optional
+	Drain *DrainTrigger `json:"drain,omitempty"`
+	// Restore deletes the node's NodeMaintenance and waits until it is gone.
+	// +optional
+	Restore *RestoreTrigger `json:"restore,omitempty"`
+}
+
+// AlterTrigger sets (or removes) a key on the node.
+// +kubebuilder:validation:XValidation:rule="self.remove || has(self.value)",message="value is required unless remove is true"
+type AlterTrigger struct {
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// +optional
+	Value *string `json:"value,omitempty"`
+	// +optional
+	Remove bool `json:"remove,omitempty"`
+}
+
+// AlterFinalizerTrigger adds (or removes) a finalizer on the node.
+type AlterFinalizerTrigger struct {
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// +optional
+	Remove bool `json:"remove,omitempty"`
+}
+
+// DrainTrigger creates a NodeMaintenance for the node.
+type DrainTrigger struct {
+	// Drain tunes it, as NodeMaintenance spec.drain.
+	// +optional
+	Drain DrainSpec `json:"drain,omitempty"`
+}
+
+// RestoreTrigger deletes the node's NodeMaintenance.
+type RestoreTrigger struct{}
+
+// Transition leaves a state when its check passes.
+type Transition struct {
+	// Check is a boolean expression over check names with &&, ||, ! and
+	// parentheses. Empty passes.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Check string `json:"check,omitempty"`
+	// Triggers run, in order, when the transition is taken.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Triggers []string `json:"triggers,omitempty"`
+	// Next is the state the node goes to.
+	Next MaintenanceState `json:"next"`
+}
+
+// StateSpec is what a state does: its transitions, first passing wins.
+type StateSpec struct {
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Transitions []Transition `json:"transitions,omitempty"`
+}
+
+// StatesSpec holds the three states.
+type StatesSpec struct {
+	// +optional
+	Operational StateSpec `json:"operational,omitempty"`
+	// +optional
+	MaintenanceRequired StateSpec `json:"maintenanceRequired,omitempty"`
+	// +optional
+	InMaintenance StateSpec `json:"inMaintenance,omitempty"`
+}
+
+// MaintenanceProfileSpec is a maintenance workflow.
+type MaintenanceProfileSpec struct {
+	// NodeSelector picks the nodes. Nodes labelled
+	// cloud.sap/maintenance-profile with this profile's name (several names
+	// joined by --) are picked too.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Checks []CheckInstance `json:"checks,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Triggers []TriggerInstance `json:"triggers,omitempty"`
+	// +optional
+	States StatesSpec `json:"states,omitempty"`
+}
+
+// MaintenanceProfileStatus reports the profile's nodes.
+type MaintenanceProfileStatus struct {
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Nodes counts the profile's nodes by state.
+	// +optional
+	Nodes map[MaintenanceState]int32 `json:"nodes,omitempty"`
+	// LastTransitionTime is when a node of the profile last changed state.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// MaintenanceProfile is a maintenance workflow for the nodes it selects:
+// named checks and triggers, and for each state the transitions out of it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=mp,categories=pitstop
+// +kubebuilder:printcolumn:name="Operational",type=integer,JSONPath=`.status.nodes.operational`
+// +kubebuilder:printcolumn:name="Required",type=integer,JSONPath=`.status.nodes.maintenance-required`
+// +kubebuilder:printcolumn:name="InMaintenance",type=integer,JSONPath=`.status.nodes.in-maintenance`
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MaintenanceProfile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec MaintenanceProfileSpec `json:"spec,omitempty"`
+	// +optional
+	Status MaintenanceProfileStatus `json:"status,omitempty"`
+}
+
+// MaintenanceProfileList is a list of MaintenanceProfile objects.
+// +kubebuilder:object:root=true
+type MaintenanceProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MaintenanceProfile `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MaintenanceProfile{}, &MaintenanceProfileList{})
+}
