@@ -1,0 +1,100 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// CheckEvaluation is one check's answer inside a transition's evaluation,
+// kept for people (the dashboard, `pitstop explain`).
+type CheckEvaluation struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Reason string `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// TransitionEvaluation is the evaluation of one transition of the current
+// state.
+type TransitionEvaluation struct {
+	Index  int                              `json:"index"`
+	Check  string                           `json:"check"`
+	Next   pitstopv1alpha1.MaintenanceState `json:"next"`
+	Passed bool                             `json:"passed"`
+	Checks []CheckEvaluation                `json:"checks,omitempty"`
+	// Blocked says why a passing transition is not taken.
+	Blocked string `json:"blocked,omitempty"`
+}
+
+// Input is what Decide needs for one node in one profile.
+type Input struct {
+	// State is the node's current state in the profile.
+	State pitstopv1alpha1.MaintenanceState
+	// Transitions are the current state's transitions, compiled.
+	Transitions []CompiledTransition
+	// Results and Errors are the answers of the checks the transitions use.
+	Results map[string]check.Result
+	Errors  map[string]error
+	// HeldElsewhere names another profile holding the node in maintenance,
+	// or is empty. At most one profile holds a node in maintenance.
+	HeldElsewhere string
+}
+
+// Decision is what the node should do now.
+type Decision struct {
+	// Take is the index of the transition to take, or -1 to stay.
+	Take int
+	// Evaluations explain every transition of the current state, in order.
+	Evaluations []TransitionEvaluation
+	// NextChange is the earliest time a check's answer can change by
+	// itself; zero when only a change in the cluster can.
+	NextChange time.Time
+}
+
+// Decide evaluates the current state's transitions in order; the first one
+// whose check passes, and that does not lead into maintenance while
+// another profile holds the node there, is taken. A check that could not be
+// evaluated fails its transition.
+func Decide(in Input) Decision {
+	d := Decision{Take: -1}
+	for _, r := range in.Results {
+		if !r.NextChange.IsZero() && (d.NextChange.IsZero() || r.NextChange.Before(d.NextChange)) {
+			d.NextChange = r.NextChange
+		}
+	}
+	for i, t := range in.Transitions {
+		ev := TransitionEvaluation{Index: i, Check: t.Expression.String(), Next: t.Next}
+		passed := map[string]bool{}
+		failedToEvaluate := false
+		for _, name := range t.Expression.Names() {
+			ce := CheckEvaluation{Name: name}
+			if err := in.Errors[name]; err != nil {
+				ce.Error = err.Error()
+				failedToEvaluate = true
+			} else {
+				r := in.Results[name]
+				ce.Passed, ce.Reason = r.Passed, r.Reason
+				passed[name] = r.Passed
+			}
+			ev.Checks = append(ev.Checks, ce)
+		}
+		ok, err := t.Expression.Eval(passed)
+		ev.Passed = ok && err == nil && !failedToEvaluate
+		switch {
+		case err != nil:
+			ev.Blocked = fmt.Sprintf("evaluating %q: %v", t.Expression.String(), err)
+		case failedToEvaluate && ok:
+			ev.Blocked = "a check could not be evaluated"
+		case ev.Passed && t.Next == pitstopv1alpha1.StateInMaintenance && in.HeldElsewhere != "":
+			ev.Blocked = fmt.Sprintf("the node is in maintenance for profile %s", in.HeldElsewhere)
+		}
+		if ev.Passed && ev.Blocked == "" && d.Take < 0 {
+			d.Take = i
+		}
+		d.Evaluations = append(d.Evaluations, ev)
+	}
+	return d
+}

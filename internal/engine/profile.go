@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// CompiledTransition is a transition with its check expression compiled.
+type CompiledTransition struct {
+	Expression *Expression
+	Triggers   []string
+	Next       pitstopv1alpha1.MaintenanceState
+}
+
+// Profile is a MaintenanceProfile compiled: every expression parsed and
+// every name resolved. Only a profile that compiles is ever run.
+type Profile struct {
+	Name        string
+	Generation  int64
+	Transitions map[pitstopv1alpha1.MaintenanceState][]CompiledTransition
+}
+
+// States lists the states with their field names, in order.
+var States = []struct {
+	State pitstopv1alpha1.MaintenanceState
+	Field string
+	Spec  func(*pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec
+}{
+	{pitstopv1alpha1.StateOperational, "operational", func(s *pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &s.Operational }},
+	{pitstopv1alpha1.StateMaintenanceRequired, "maintenanceRequired", func(s *pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &s.MaintenanceRequired }},
+	{pitstopv1alpha1.StateInMaintenance, "inMaintenance", func(s *pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &s.InMaintenance }},
+}
+
+// Compile checks and compiles a profile's transitions. Every problem is
+// reported with its field path, for example
+// spec.states.maintenanceRequired.transitions[0].check: 1:11: undeclared
+// reference to 'windw'. Plugin configurations are checked by the plugins.
+func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
+	var errs field.ErrorList
+	checks := make([]string, 0, len(p.Spec.Checks))
+	for _, c := range p.Spec.Checks {
+		checks = append(checks, c.Name)
+	}
+	triggers := map[string]bool{}
+	for _, t := range p.Spec.Triggers {
+		triggers[t.Name] = true
+	}
+	out := &Profile{Name: p.Name, Generation: p.Generation, Transitions: map[pitstopv1alpha1.MaintenanceState][]CompiledTransition{}}
+	states := p.Spec.States
+	for _, st := range States {
+		path := field.NewPath("spec", "states", st.Field, "transitions")
+		for i, t := range st.Spec(&states).Transitions {
+			expr, err := CompileExpression(t.Check, checks)
+			if err != nil {
+				errs = append(errs, field.Invalid(path.Index(i).Child("check"), t.Check, err.Error()))
+				continue
+			}
+			for j, name := range t.Triggers {
+				if !triggers[name] {
+					errs = append(errs, field.Invalid(path.Index(i).Child("triggers").Index(j), name, "no trigger of that name in spec.triggers"))
+				}
+			}
+			out.Transitions[st.State] = append(out.Transitions[st.State], CompiledTransition{Expression: expr, Triggers: t.Triggers, Next: t.Next})
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("MaintenanceProfile %s: %w", p.Name, errors.Join(toErrors(errs)...))
+	}
+	return out, nil
+}
+
+func toErrors(list field.ErrorList) []error {
+	out := make([]error, 0, len(list))
+	for _, e := range list {
+		out = append(out, e)
+	}
+	return out
+}
