@@ -1,0 +1,149 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// Keys on the node.
+const (
+	// AnnotationData holds the node's Record as JSON: its state in every
+	// profile, so that a restart resumes where it stopped.
+	AnnotationData = "pitstop.dev/maintenance-data"
+	// LabelState is the node's most severe state over its profiles, for
+	// selectors and `kubectl get nodes -L`.
+	LabelState = "pitstop.dev/state"
+	// LabelSeedProfile is the maintenance-controller's profile label:
+	// profile names joined by "--". pitstop honours it.
+	LabelSeedProfile = "cloud.sap/maintenance-profile"
+)
+
+// ProfileRecord is a node's state in one profile.
+type ProfileRecord struct {
+	Current  pitstopv1alpha1.MaintenanceState `json:"current"`
+	Previous pitstopv1alpha1.MaintenanceState `json:"previous"`
+	// Since is when the node entered Current.
+	Since metav1.Time `json:"since"`
+}
+
+// Record is everything pitstop keeps on a node about its maintenance.
+type Record struct {
+	Profiles map[string]ProfileRecord `json:"profiles"`
+}
+
+// ReadRecord reads the record from the node; a node without one has an
+// empty record. A record that cannot be read is an error naming the
+// annotation, and the node is left alone rather than reset.
+func ReadRecord(node *corev1.Node) (Record, error) {
+	r := Record{Profiles: map[string]ProfileRecord{}}
+	data, ok := node.Annotations[AnnotationData]
+	if !ok || data == "" {
+		return r, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("node %s: annotation %s is not a pitstop record: %w", node.Name, AnnotationData, err)
+	}
+	if r.Profiles == nil {
+		r.Profiles = map[string]ProfileRecord{}
+	}
+	return r, nil
+}
+
+// Encode renders the record for the annotation.
+func (r Record) Encode() string {
+	data, _ := json.Marshal(r) // maps and times always marshal
+	return string(data)
+}
+
+// Sync makes the record hold exactly the given profiles: new ones start
+// operational at now; ones no longer selecting the node are dropped, except
+// a profile holding the node in maintenance, which is kept so that the
+// maintenance can still end and the node be restored.
+func (r *Record) Sync(profiles []string, now time.Time) {
+	want := map[string]bool{}
+	for _, p := range profiles {
+		want[p] = true
+		if _, ok := r.Profiles[p]; !ok {
+			r.Profiles[p] = ProfileRecord{
+				Current:  pitstopv1alpha1.StateOperational,
+				Previous: pitstopv1alpha1.StateOperational,
+				Since:    metav1.Time{Time: now},
+			}
+		}
+	}
+	for p, pr := range r.Profiles {
+		if !want[p] && pr.Current != pitstopv1alpha1.StateInMaintenance {
+			delete(r.Profiles, p)
+		}
+	}
+}
+
+// HeldBy returns the profile holding the node in maintenance, or "".
+func (r Record) HeldBy() string {
+	names := make([]string, 0, len(r.Profiles))
+	for p, pr := range r.Profiles {
+		if pr.Current == pitstopv1alpha1.StateInMaintenance {
+			names = append(names, p)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// Move records a transition of profile to next at now.
+func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now time.Time) {
+	pr := r.Profiles[profile]
+	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: metav1.Time{Time: now}}
+}
+
+// severity orders states for LabelState.
+var severity = map[pitstopv1alpha1.MaintenanceState]int{
+	pitstopv1alpha1.StateOperational:         0,
+	pitstopv1alpha1.StateMaintenanceRequired: 1,
+	pitstopv1alpha1.StateInMaintenance:       2,
+}
+
+// MostSevere is the node's most severe state over its profiles;
+// operational when it has none.
+func (r Record) MostSevere() pitstopv1alpha1.MaintenanceState {
+	worst := pitstopv1alpha1.StateOperational
+	for _, pr := range r.Profiles {
+		if severity[pr.Current] > severity[worst] {
+			worst = pr.Current
+		}
+	}
+	return worst
+}
+
+// Selects reports whether a profile applies to a node: through its
+// nodeSelector, or through the maintenance-controller's profile label. A
+// profile with neither a selector nor the label on the node does not apply.
+func Selects(p *pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) (bool, error) {
+	for _, name := range strings.Split(node.Labels[LabelSeedProfile], "--") {
+		if name == p.Name {
+			return true, nil
+		}
+	}
+	if p.Spec.NodeSelector == nil {
+		return false, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
+	if err != nil {
+		return false, fmt.Errorf("MaintenanceProfile %s: spec.nodeSelector: %w", p.Name, err)
+	}
+	return sel.Matches(labels.Set(node.Labels)), nil
+}

@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+func TestRecordRoundTripAndSync(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	r, err := ReadRecord(node)
+	if err != nil || len(r.Profiles) != 0 {
+		t.Fatalf("empty node: %+v, %v", r, err)
+	}
+	r.Sync([]string{"os", "k8s"}, t0)
+	if r.Profiles["os"].Current != operational || !r.Profiles["k8s"].Since.Time.Equal(t0) {
+		t.Fatalf("new profiles not operational since t0: %+v", r.Profiles)
+	}
+	r.Move("os", required, t0.Add(time.Minute))
+	r.Move("os", inMaint, t0.Add(2*time.Minute))
+	if r.HeldBy() != "os" || r.MostSevere() != inMaint || r.Profiles["os"].Previous != required {
+		t.Fatalf("after moves: held by %q, most severe %s, %+v", r.HeldBy(), r.MostSevere(), r.Profiles["os"])
+	}
+
+	node.Annotations = map[string]string{AnnotationData: r.Encode()}
+	back, err := ReadRecord(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Profiles["os"].Current != inMaint || !back.Profiles["os"].Since.Time.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("round trip lost data: %+v", back.Profiles)
+	}
+
+	// A profile that no longer selects the node is dropped, unless it
+	// holds the node in maintenance: that one must still end.
+	back.Sync([]string{}, t0.Add(time.Hour))
+	if _, ok := back.Profiles["k8s"]; ok {
+		t.Error("dropped profile k8s kept")
+	}
+	if _, ok := back.Profiles["os"]; !ok {
+		t.Error("profile os dropped while it holds the node in maintenance")
+	}
+}
+
+func TestReadRecordRefusesGarbage(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationData: `{"Profiles":{"x":{}}, "Notifications":{}}`}}}
+	_, err := ReadRecord(node)
+	if err == nil || !strings.Contains(err.Error(), AnnotationData) || !strings.Contains(err.Error(), "n1") {
+		t.Errorf("got %v, want an error naming the node and the annotation", err)
+	}
+}
+
+func TestSelects(t *testing.T) {
+	node := func(labels map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: labels}}
+	}
+	profile := func(name string, sel *metav1.LabelSelector) *pitstopv1alpha1.MaintenanceProfile {
+		return &pitstopv1alpha1.MaintenanceProfile{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: pitstopv1alpha1.MaintenanceProfileSpec{NodeSelector: sel}}
+	}
+	workers := &metav1.LabelSelector{MatchLabels: map[string]string{"role": "worker"}}
+	for _, tc := range []struct {
+		name string
+		p    *pitstopv1alpha1.MaintenanceProfile
+		n    *corev1.Node
+		want bool
+	}{
+		{"by selector", profile("os", workers), node(map[string]string{"role": "worker"}), true},
+		{"not by selector", profile("os", workers), node(map[string]string{"role": "db"}), false},
+		{"by the seed's label, one of several", profile("k8s", nil), node(map[string]string{LabelSeedProfile: "os--k8s"}), true},
+		{"the seed's label names another profile", profile("k8s", nil), node(map[string]string{LabelSeedProfile: "os"}), false},
+		{"no selector and no label", profile("os", nil), node(nil), false},
+	} {
+		got, err := Selects(tc.p, tc.n)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Selects = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
