@@ -1,0 +1,164 @@
+// Package budget serializes admission into maintenance through the API
+// server: a budget of N is N slot Leases, and a node may enter maintenance
+// only while it holds one. Creating a Lease is atomic and taking over a
+// stale one is an update with optimistic concurrency, so the bound holds
+// across concurrent reconciles, several manager replicas, a leader handover
+// and restarts, where a count read from a cache would not. The package
+// knows nothing of profiles' semantics: callers say which slots exist and
+// when a holder's slot is stale.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+package budget
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Labels on slot Leases, so that a budget's slots can be listed.
+const (
+	LabelBudget = "pitstop.dev/budget"
+	// holderPrefix marks Leases as pitstop's in their holder identity.
+	holderPrefix = "node/"
+)
+
+// Key names a budget: a profile and, for budgets per group, the group's
+// value (a zone, say).
+type Key struct {
+	Name  string
+	Group string
+}
+
+// id is the budget's name in Lease names and labels: readable where it can
+// be, with a hash so that any group value fits.
+func (k Key) id() string {
+	h := fnv.New32a()
+	h.Write([]byte(k.Name + "\x00" + k.Group))
+	name := strings.ToLower(k.Name)
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("%s-%08x", strings.Trim(name, "-."), h.Sum32())
+}
+
+// Slots hands out a budget's slots.
+type Slots struct {
+	// Client must read from the API server, not a cache.
+	Client client.Client
+	// Namespace holds the Leases (the manager's own).
+	Namespace string
+}
+
+// Stale reports whether a slot's holder no longer needs it (its node left
+// maintenance, or a stagger slot's time ran out), so it may be taken.
+type Stale func(holder string, lease *coordinationv1.Lease) bool
+
+// Acquire gives node a slot of the budget of size max, or reports that all
+// are taken. Holding one already is success. It returns the slot's name.
+func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now time.Time, stale Stale) (string, bool, error) {
+	slots := make([]*coordinationv1.Lease, max)
+	for i := range max {
+		lease := &coordinationv1.Lease{}
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: slotName(key, i)}, lease)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return "", false, fmt.Errorf("reading slot %s: %w", slotName(key, i), err)
+		default:
+			if holderOf(lease) == node {
+				return lease.Name, true, nil
+			}
+			slots[i] = lease
+		}
+	}
+	for i, lease := range slots {
+		var err error
+		if lease == nil {
+			err = s.Client.Create(ctx, s.newLease(key, i, node, now))
+		} else if stale != nil && stale(holderOf(lease), lease) {
+			lease.Spec.HolderIdentity = ptr.To(holderPrefix + node)
+			lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+			lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+			err = s.Client.Update(ctx, lease) // carries the resourceVersion read above
+		} else {
+			continue
+		}
+		switch {
+		case err == nil:
+			return slotName(key, i), true, nil
+		case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+			continue // another node got this slot first
+		default:
+			return "", false, fmt.Errorf("taking slot %s: %w", slotName(key, i), err)
+		}
+	}
+	return "", false, nil
+}
+
+// Release gives up every slot of the budget node holds; slots beyond max
+// (left from a larger budget) are released too.
+func (s *Slots) Release(ctx context.Context, key Key, node string) error {
+	list := &coordinationv1.LeaseList{}
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+		return fmt.Errorf("listing slots of %s: %w", key.Name, err)
+	}
+	for i := range list.Items {
+		lease := &list.Items[i]
+		if holderOf(lease) != node {
+			continue
+		}
+		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("releasing slot %s: %w", lease.Name, err)
+		}
+	}
+	return nil
+}
+
+// Holders lists the nodes holding the budget's slots.
+func (s *Slots) Holders(ctx context.Context, key Key) ([]string, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+		return nil, fmt.Errorf("listing slots of %s: %w", key.Name, err)
+	}
+	var out []string
+	for i := range list.Items {
+		if h := holderOf(&list.Items[i]); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func (s *Slots) newLease(key Key, i int, node string, now time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace,
+			Name:      slotName(key, i),
+			Labels:    map[string]string{LabelBudget: key.id()},
+			Annotations: map[string]string{
+				"pitstop.dev/budget-name":  key.Name,
+				"pitstop.dev/budget-group": key.Group,
+			},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(holderPrefix + node),
+			AcquireTime:    &metav1.MicroTime{Time: now},
+		},
+	}
+}
+
+func slotName(key Key, i int) string { return fmt.Sprintf("pitstop-slot-%s-%d", key.id(), i) }
+
+func holderOf(lease *coordinationv1.Lease) string {
+	return strings.TrimPrefix(ptr.Deref(lease.Spec.HolderIdentity, ""), holderPrefix)
+}
