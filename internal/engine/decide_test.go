@@ -58,7 +58,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:      "stays when no check passes, and says when a window opens",
 			ts:        []pitstopv1alpha1.Transition{{Check: "window && budget", Next: inMaint}},
-			results:   map[string]check.Result{"window": fail("opens at 22:00", at.Add(12 * time.Hour)), "budget": pass("")},
+			results:   map[string]check.Result{"window": fail("opens at 22:00", at.Add(12*time.Hour)), "budget": pass("")},
 			take:      -1,
 			nextCheck: at.Add(12 * time.Hour),
 		},

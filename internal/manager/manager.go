@@ -19,6 +19,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
@@ -197,6 +198,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	}
 	if err := nodemaintenance.Setup(ctx, mgr, opts.NodeMaintenance); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
+	}
+	if _, err := profile.Setup(mgr, profile.Options{MaxConcurrentReconciles: opts.NodeMaintenance.MaxConcurrentReconciles, LeaseNamespace: opts.LeaderElectionNamespace}); err != nil {
+		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
 	}
 	if opts.Medik8sCompat {
 		if err := medik8s.Setup(mgr); err != nil {

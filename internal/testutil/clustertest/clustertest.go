@@ -70,12 +70,13 @@ func StartManager(t testing.TB, cfg *rest.Config, c client.Client, o Options) *M
 	opts.LeaderElection = false
 	opts.Medik8sCompat = o.Medik8sCompat
 	opts.Webhook.Port = 0
+	// The manager's namespace holds its webhook certificate and budget slots.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.LeaderElectionNamespace}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		cancel()
+		t.Fatal(err)
+	}
 	if o.Webhook {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.LeaderElectionNamespace}}
-		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			cancel()
-			t.Fatal(err)
-		}
 		opts.Webhook.Host = "127.0.0.1"
 		opts.Webhook.Port = testutil.FreePort(t)
 		opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", opts.Webhook.Port)

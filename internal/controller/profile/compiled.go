@@ -1,0 +1,101 @@
+package profile
+
+import (
+	"fmt"
+	"sync"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+)
+
+// compiled is a profile ready to run: its transitions, checks and triggers
+// built from one generation of its spec.
+type compiled struct {
+	spec     *pitstopv1alpha1.MaintenanceProfile
+	engine   *engine.Profile
+	checks   map[string]check.Check
+	triggers map[string]trigger.Trigger
+}
+
+// compile builds a profile, reporting every problem with its field path.
+func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled, error) {
+	ep, err := engine.Compile(p)
+	if err != nil {
+		return nil, err
+	}
+	c := &compiled{spec: p.DeepCopy(), engine: ep, checks: map[string]check.Check{}, triggers: map[string]trigger.Trigger{}}
+	for i, inst := range p.Spec.Checks {
+		ch, err := check.New(inst, deps)
+		if err != nil {
+			return nil, fmt.Errorf("MaintenanceProfile %s: spec.checks[%d] (%s): %w", p.Name, i, inst.Name, err)
+		}
+		c.checks[inst.Name] = ch
+	}
+	for i, inst := range p.Spec.Triggers {
+		tr, err := trigger.New(inst)
+		if err != nil {
+			return nil, fmt.Errorf("MaintenanceProfile %s: spec.triggers[%d] (%s): %w", p.Name, i, inst.Name, err)
+		}
+		c.triggers[inst.Name] = tr
+	}
+	return c, nil
+}
+
+// registry keeps the last profile of each name that compiled. A profile
+// that fails to compile never replaces the last valid one.
+type registry struct {
+	mu       sync.Mutex
+	deps     check.Deps
+	profiles map[string]*compiled
+	errors   map[string]error
+}
+
+func newRegistry(deps check.Deps) *registry {
+	return &registry{deps: deps, profiles: map[string]*compiled{}, errors: map[string]error{}}
+}
+
+// get returns the profile to run for p (its last valid generation) and the
+// error of its current generation, if it does not compile.
+func (r *registry) get(p *pitstopv1alpha1.MaintenanceProfile) (*compiled, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.profiles[p.Name]; ok && c.spec.Generation == p.Generation && c.spec.UID == p.UID {
+		return c, nil
+	}
+	if err, ok := r.errors[p.Name]; ok && r.errorGeneration(p) {
+		return r.profiles[p.Name], err
+	}
+	c, err := compile(p, r.deps)
+	if err != nil {
+		r.errors[p.Name] = &generationError{generation: p.Generation, err: err}
+		return r.profiles[p.Name], err
+	}
+	delete(r.errors, p.Name)
+	r.profiles[p.Name] = c
+	return c, nil
+}
+
+func (r *registry) errorGeneration(p *pitstopv1alpha1.MaintenanceProfile) bool {
+	ge, ok := r.errors[p.Name].(*generationError)
+	return ok && ge.generation == p.Generation
+}
+
+// last returns the last valid compiled profile of a name, for nodes still
+// in maintenance for a profile that was deleted.
+func (r *registry) last(name string) *compiled {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.profiles[name]
+}
+
+type generationError struct {
+	generation int64
+	err        error
+}
+
+func (e *generationError) Error() string { return e.err.Error() }
+func (e *generationError) Unwrap() error { return e.err }
+
+func fmtInt(i int64) string { return fmt.Sprint(i) }

@@ -1,0 +1,195 @@
+package profile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
+)
+
+var env *testutil.Env
+
+func TestMain(m *testing.M) { testutil.Main(m, &env) }
+
+// rollingProfile: nodes labelled pool=<pool> with annotation reboot-needed
+// need maintenance; at most budget at a time enter it; a node leaves
+// maintenance once the annotation is gone (the "reboot" is done).
+func rollingProfile(name, pool string, budget int32) *pitstopv1alpha1.MaintenanceProfile {
+	return &pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}},
+			Checks: []pitstopv1alpha1.CheckInstance{
+				{Name: "reboot_needed", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: "reboot-needed"}},
+				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: budget, ProfileScoped: true}},
+			},
+			Triggers: []pitstopv1alpha1.TriggerInstance{
+				{Name: "mark", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: "maintained-by", Value: ptr.To(name)}},
+			},
+			States: pitstopv1alpha1.StatesSpec{
+				Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "reboot_needed", Next: pitstopv1alpha1.StateMaintenanceRequired}}},
+				MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "budget", Triggers: []string{"mark"}, Next: pitstopv1alpha1.StateInMaintenance}}},
+				InMaintenance:       pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "!reboot_needed", Next: pitstopv1alpha1.StateOperational}}},
+			},
+		},
+	}
+}
+
+// TestBudgetHoldsWithTwoManagersAndFiftyNodes: 50 nodes want maintenance at
+// once, budget 3, and two managers act at the same time (as during a leader
+// handover), each with 10 concurrent reconciles. A watch records the most
+// nodes ever in maintenance together; a "rebooter" ends each node's
+// maintenance shortly after it starts. Every node gets through; never more
+// than 3 at once.
+func TestBudgetHoldsWithTwoManagersAndFiftyNodes(t *testing.T) {
+	const nodes, budget = 50, 3
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Create(t, env.Client, rollingProfile("rolling", "rolling", budget))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w, err := env.Clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "pool=rolling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	inMaintenance := map[string]bool{}
+	done := map[string]bool{}
+	maxSeen := 0
+	go func() {
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			in := n.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
+			if in && !inMaintenance[n.Name] {
+				go finishReboot(ctx, n.Name) // the simulated reboot
+			}
+			if !in && inMaintenance[n.Name] {
+				done[n.Name] = true
+			}
+			inMaintenance[n.Name] = in
+			count := 0
+			for _, v := range inMaintenance {
+				if v {
+					count++
+				}
+			}
+			maxSeen = max(maxSeen, count)
+			mu.Unlock()
+		}
+	}()
+	for i := range nodes {
+		testutil.Create(t, env.Client, testutil.Node(fmt.Sprintf("rolling-%02d", i),
+			testutil.WithLabels(map[string]string{"pool": "rolling"}),
+			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+	}
+	testutil.Eventually(t, 2*time.Minute, 200*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(done) < nodes {
+			return fmt.Errorf("%d of %d nodes through maintenance (most at once so far: %d)", len(done), nodes, maxSeen)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if maxSeen > budget {
+		t.Fatalf("%d nodes were in maintenance at once; the budget is %d", maxSeen, budget)
+	}
+	if maxSeen < 2 {
+		t.Errorf("at most %d node in maintenance at once: the budget of %d was not used, the test proves little", maxSeen, budget)
+	}
+	t.Logf("50 nodes through maintenance, at most %d at once (budget %d)", maxSeen, budget)
+	// The trigger ran on every node.
+	n := testutil.GetNode(t, env.Client, "rolling-07")
+	if n.Labels["maintained-by"] != "rolling" {
+		t.Errorf("the transition's trigger did not run: labels %v", n.Labels)
+	}
+}
+
+// finishReboot removes the reboot-needed annotation a little later.
+func finishReboot(ctx context.Context, node string) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(30 * time.Millisecond):
+	}
+	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`)
+	_, _ = env.Clientset.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+}
+
+// TestInvalidProfileKeepsTheLastValid: a profile whose new generation does
+// not compile is reported invalid and the engine keeps running the previous
+// generation.
+func TestInvalidProfileKeepsTheLastValid(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	p := rollingProfile("invalid-later", "invalid-later", 1)
+	testutil.Create(t, env.Client, p)
+	awaitProfileCondition(t, p.Name, "Valid", metav1.ConditionTrue)
+
+	testutil.Eventually(t, 5*time.Second, 50*time.Millisecond, func() error {
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Spec.States.Operational.Transitions[0].Check = "reboot_neded"
+		return env.Client.Update(t.Context(), p)
+	})
+	got := awaitProfileCondition(t, p.Name, "Valid", metav1.ConditionFalse)
+	valid := meta.FindStatusCondition(got.Status.Conditions, "Valid")
+	for _, want := range []string{"MaintenanceProfile invalid-later", "spec.states.operational.transitions[0].check", "reboot_neded"} {
+		if !contains(valid.Message, want) {
+			t.Errorf("Valid message %q lacks %q", valid.Message, want)
+		}
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, "Ready")
+	if ready == nil || ready.Reason != "RunningPreviousGeneration" {
+		t.Errorf("Ready = %+v, want the previous generation still running", ready)
+	}
+	// The previous generation still moves nodes.
+	testutil.Create(t, env.Client, testutil.Node("invalid-later-0",
+		testutil.WithLabels(map[string]string{"pool": "invalid-later"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		n := testutil.GetNode(t, env.Client, "invalid-later-0")
+		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("node state %q", n.Labels[engine.LabelState])
+		}
+		return nil
+	})
+}
+
+func awaitProfileCondition(t *testing.T, name, condType string, status metav1.ConditionStatus) *pitstopv1alpha1.MaintenanceProfile {
+	t.Helper()
+	got := &pitstopv1alpha1.MaintenanceProfile{}
+	testutil.Eventually(t, 15*time.Second, 50*time.Millisecond, func() error {
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, got); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, condType)
+		if c == nil || c.Status != status || c.ObservedGeneration != got.Generation {
+			return fmt.Errorf("condition %s = %+v (generation %d), want %s", condType, c, got.Generation, status)
+		}
+		return nil
+	})
+	return got
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,353 @@
+package profile
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+)
+
+// Event reasons on nodes.
+const (
+	EventChangedState    = "ChangedMaintenanceState"
+	EventChangeFailed    = "ChangeMaintenanceStateFailed"
+	EventInvalidRecord   = "InvalidMaintenanceRecord"
+	admissionRetry       = 5 * time.Second
+	triggerRetry         = 10 * time.Second
+	conflictRetry        = 100 * time.Millisecond
+	slotGrace            = time.Minute
+	allProfilesBudgetKey = "all-profiles"
+)
+
+// Reconciler moves one node at a time through its profiles' states.
+type Reconciler struct {
+	client    client.Client
+	apiReader client.Reader
+	recorder  events.EventRecorder
+	slots     *budget.Slots
+	clock     clock.PassiveClock
+	profiles  *registry
+
+	// decisions keeps each node's last evaluation per profile, for the
+	// dashboard and `pitstop explain`.
+	mu        sync.Mutex
+	decisions map[string]map[string]engine.Decision
+}
+
+// Reconcile evaluates every profile of the node and writes the node once.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	record, err := engine.ReadRecord(node)
+	if err != nil {
+		// Never reset a record pitstop cannot read: the node may be in
+		// maintenance. Someone must fix or remove the annotation.
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventInvalidRecord, "Evaluate", "%v", err)
+		return ctrl.Result{}, nil
+	}
+	list := &pitstopv1alpha1.MaintenanceProfileList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.clock.Now()
+	selected, specs := r.selected(list.Items, node)
+	record.Sync(selected, now)
+
+	want := node.DeepCopy()
+	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items}
+	var requeue time.Duration
+	var releases []string
+	names := make([]string, 0, len(record.Profiles))
+	for name := range record.Profiles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c := specs[name]
+		if c == nil {
+			c = r.profiles.last(name) // deleted while holding the node: let it finish
+		}
+		if c == nil {
+			continue
+		}
+		after, leaving, err := r.step(ctx, c, node, want, &record, view, now)
+		if err != nil {
+			r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventChangeFailed, "Transition",
+				"profile %s: %v; the node stays %s", name, err, record.Profiles[name].Current)
+			after = triggerRetry
+		}
+		if leaving {
+			releases = append(releases, name)
+		}
+		requeue = shortest(requeue, after)
+	}
+
+	writeRecord(want, record)
+	if !equality.Semantic.DeepEqual(node, want) {
+		if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("writing node %s: %w", node.Name, err)
+		}
+	}
+	// Slots are given back only once the node is recorded out of
+	// maintenance: giving them back first could let another node in while
+	// this one is still in.
+	for _, name := range releases {
+		if c := r.profiles.last(name); c != nil {
+			r.release(ctx, c, want)
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// writeRecord puts the record and the state label on the node; a node no
+// profile selects carries neither.
+func writeRecord(node *corev1.Node, record engine.Record) {
+	if len(record.Profiles) == 0 {
+		delete(node.Annotations, engine.AnnotationData)
+		delete(node.Labels, engine.LabelState)
+		return
+	}
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	if node.Labels == nil {
+		node.Labels = map[string]string{}
+	}
+	node.Annotations[engine.AnnotationData] = record.Encode()
+	node.Labels[engine.LabelState] = string(record.MostSevere())
+}
+
+// selected returns the names of the profiles that select the node, and
+// their compiled forms (the last valid generation of each).
+func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) ([]string, map[string]*compiled) {
+	var names []string
+	specs := map[string]*compiled{}
+	for i := range profiles {
+		p := &profiles[i]
+		ok, err := engine.Selects(p, node)
+		if err != nil || !ok {
+			continue
+		}
+		c, _ := r.profiles.get(p)
+		if c == nil {
+			continue // never compiled: the profile's status says why
+		}
+		names = append(names, p.Name)
+		specs[p.Name] = c
+	}
+	return names, specs
+}
+
+// step evaluates one profile for the node and, if a transition passes and
+// its triggers are done, records the move. leaving says the node left
+// maintenance for this profile (its slots are released after the write).
+func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time) (time.Duration, bool, error) {
+	name := c.spec.Name
+	pr := record.Profiles[name]
+	transitions := c.engine.Transitions[pr.Current]
+	in := engine.Input{State: pr.Current, Transitions: transitions, Results: map[string]check.Result{}, Errors: map[string]error{}}
+	if held := record.HeldBy(); held != "" && held != name {
+		in.HeldElsewhere = held
+	}
+	for _, t := range transitions {
+		for _, n := range t.Expression.Names() {
+			if _, done := in.Results[n]; done {
+				continue
+			}
+			res, err := c.checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view})
+			if err != nil {
+				in.Errors[n] = err
+			}
+			in.Results[n] = res
+		}
+	}
+	d := engine.Decide(in)
+	r.remember(node.Name, name, d)
+	requeue := until(d.NextChange, now)
+	if d.Take < 0 {
+		return requeue, false, nil
+	}
+	t := transitions[d.Take]
+	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
+	if entering {
+		ok, why, err := r.admit(ctx, c, t, node, now)
+		if err != nil {
+			return admissionRetry, false, err
+		}
+		if !ok {
+			d.Evaluations[d.Take].Blocked = why
+			r.remember(node.Name, name, d)
+			return shortest(requeue, admissionRetry), false, nil
+		}
+	}
+	scratch := want.DeepCopy()
+	for _, tn := range t.Triggers {
+		done, status, err := c.triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, Client: r.client})
+		if err != nil {
+			return triggerRetry, false, fmt.Errorf("trigger %s: %w", tn, err)
+		}
+		if !done {
+			d.Evaluations[d.Take].Blocked = status
+			r.remember(node.Name, name, d)
+			return shortest(requeue, triggerRetry), false, nil // a watch wakes it sooner
+		}
+	}
+	*want = *scratch
+	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance
+	record.Move(name, t.Next, now)
+	r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventChangedState, "Transition",
+		"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())
+	// The new state's time-based checks start counting now.
+	return conflictRetry, leaving, nil
+}
+
+// admit takes a slot of every budget the transition's check names
+// (maxMaintenance and stagger). All or nothing: if one is full, the slots
+// already taken are given back.
+func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, now time.Time) (bool, string, error) {
+	var taken []budget.Key
+	giveBack := func() {
+		for _, k := range taken {
+			_ = r.slots.Release(ctx, k, node.Name)
+		}
+	}
+	for _, name := range t.Expression.Names() {
+		key, size, stale, ok := r.budgetOf(c, name, node, now)
+		if !ok {
+			continue
+		}
+		_, got, err := r.slots.Acquire(ctx, key, size, node.Name, now, stale)
+		if err != nil {
+			giveBack()
+			return false, "", err
+		}
+		if !got {
+			giveBack()
+			return false, fmt.Sprintf("all %d slots of budget %s are taken", size, name), nil
+		}
+		taken = append(taken, key)
+	}
+	return true, "", nil
+}
+
+// budgetOf returns the slots a check stands for, if it is a budget.
+func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, now time.Time) (budget.Key, int, budget.Stale, bool) {
+	for _, inst := range c.spec.Spec.Checks {
+		if inst.Name != checkName {
+			continue
+		}
+		switch {
+		case inst.MaxMaintenance != nil:
+			m := inst.MaxMaintenance
+			key := budget.Key{Name: allProfilesBudgetKey}
+			if m.ProfileScoped {
+				key.Name = c.spec.Name
+			}
+			if m.GroupBy != "" {
+				key.Group = m.GroupBy + "=" + node.Labels[m.GroupBy]
+			}
+			return key, int(m.Max), r.notInMaintenance(now), true
+		case inst.Stagger != nil:
+			s := inst.Stagger
+			key := budget.Key{Name: c.spec.Name + "-stagger-" + checkName}
+			expired := func(_ string, l *coordinationv1.Lease) bool {
+				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(s.Duration.Duration))
+			}
+			return key, int(max(s.Parallel, 1)), expired, true
+		}
+	}
+	return budget.Key{}, 0, nil, false
+}
+
+// notInMaintenance says a maxMaintenance slot is stale when its holder is
+// no longer in maintenance for any profile (or is gone), once a grace has
+// passed for a transition still being written.
+func (r *Reconciler) notInMaintenance(now time.Time) budget.Stale {
+	return func(holder string, l *coordinationv1.Lease) bool {
+		if l.Spec.AcquireTime != nil && now.Sub(l.Spec.AcquireTime.Time) < slotGrace {
+			return false
+		}
+		n := &corev1.Node{}
+		if err := r.apiReader.Get(context.Background(), client.ObjectKey{Name: holder}, n); err != nil {
+			return apierrors.IsNotFound(err)
+		}
+		rec, err := engine.ReadRecord(n)
+		if err != nil || rec.HeldBy() != "" {
+			return false
+		}
+		// A node whose drain is under way is entering maintenance: its
+		// transition waits for the drain, holding the slot.
+		nm := &pitstopv1alpha1.NodeMaintenance{}
+		err = r.apiReader.Get(context.Background(), client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
+		return apierrors.IsNotFound(err)
+	}
+}
+
+// release gives back the profile's maxMaintenance slots the node holds.
+func (r *Reconciler) release(ctx context.Context, c *compiled, node *corev1.Node) {
+	for _, inst := range c.spec.Spec.Checks {
+		if inst.MaxMaintenance == nil {
+			continue
+		}
+		key, _, _, _ := r.budgetOf(c, inst.Name, node, time.Time{})
+		_ = r.slots.Release(ctx, key, node.Name)
+	}
+}
+
+func (r *Reconciler) remember(node, profile string, d engine.Decision) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.decisions[node] == nil {
+		r.decisions[node] = map[string]engine.Decision{}
+	}
+	r.decisions[node][profile] = d
+}
+
+// Decisions returns the last evaluation of each profile for a node.
+func (r *Reconciler) Decisions(node string) map[string]engine.Decision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]engine.Decision{}
+	for k, v := range r.decisions[node] {
+		out[k] = v
+	}
+	return out
+}
+
+func until(t, now time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.Sub(now), time.Millisecond)
+}
+
+func shortest(a, b time.Duration) time.Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}

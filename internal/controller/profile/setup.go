@@ -1,0 +1,203 @@
+package profile
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+)
+
+// Options tune the profile controller.
+type Options struct {
+	// MaxConcurrentReconciles is how many nodes are evaluated at once.
+	MaxConcurrentReconciles int
+	// LeaseNamespace holds the budget slots (the manager's namespace).
+	LeaseNamespace string
+}
+
+// Setup registers the node controller and the profile status controller.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	r := &Reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("pitstop-profile"),
+		slots:     &budget.Slots{Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()}, Namespace: opts.LeaseNamespace},
+		clock:     clock.RealClock{},
+		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
+		decisions: map[string]map[string]engine.Decision{},
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("profile-node").
+		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return nodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
+		}})).
+		Watches(&pitstopv1alpha1.MaintenanceProfile{}, handler.EnqueueRequestsFromMapFunc(r.allNodes)).
+		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(nodeOfMaintenance)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
+		Complete(r)
+	if err != nil {
+		return nil, err
+	}
+	status := &statusReconciler{client: mgr.GetClient(), profiles: r.profiles}
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named("profile-status").
+		For(&pitstopv1alpha1.MaintenanceProfile{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(status.allProfiles), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetLabels()[engine.LabelState] != e.ObjectNew.GetLabels()[engine.LabelState]
+		}})).
+		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		Complete(status)
+	return r, err
+}
+
+// liveClient reads from the API server and writes through the client, as
+// budget slots need.
+type liveClient struct {
+	client.Client
+	reader client.Reader
+}
+
+func (c liveClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
+}
+
+func (c liveClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.reader.List(ctx, list, opts...)
+}
+
+// nodeChanged ignores heartbeats.
+func nodeChanged(old, new *corev1.Node) bool {
+	return !equality.Semantic.DeepEqual(old.Labels, new.Labels) ||
+		!equality.Semantic.DeepEqual(old.Annotations, new.Annotations) ||
+		!equality.Semantic.DeepEqual(old.Spec, new.Spec) ||
+		!conditionsEqual(old.Status.Conditions, new.Status.Conditions)
+}
+
+func conditionsEqual(a, b []corev1.NodeCondition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type || a[i].Status != b[i].Status {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &corev1.NodeList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, n := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
+	}
+	return reqs
+}
+
+func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
+	if _, ok := o.GetLabels()[trigger.LabelProfile]; !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*pitstopv1alpha1.NodeMaintenance).Spec.NodeName}}}
+}
+
+// statusReconciler writes each profile's status: whether it is valid, and
+// its nodes per state.
+type statusReconciler struct {
+	client   client.Client
+	profiles *registry
+}
+
+func (s *statusReconciler) allProfiles(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &pitstopv1alpha1.MaintenanceProfileList{}
+	if err := s.client.List(ctx, list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+	}
+	return reqs
+}
+
+// Condition types of a MaintenanceProfile.
+const (
+	ConditionValid = "Valid"
+	ConditionReady = "Ready"
+)
+
+func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &pitstopv1alpha1.MaintenanceProfile{}
+	if err := s.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := p.DeepCopy()
+	running, err := s.profiles.get(p)
+	valid := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "Compiled", Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the engine runs this generation", ObservedGeneration: p.Generation}
+	if err != nil {
+		valid = metav1.Condition{Type: ConditionValid, Status: metav1.ConditionFalse, Reason: "Invalid", Message: err.Error(), ObservedGeneration: p.Generation}
+		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "NotRunning", Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
+		if running != nil {
+			ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "RunningPreviousGeneration",
+				Message: "the engine keeps running generation " + itoa(running.spec.Generation) + ", the last valid one", ObservedGeneration: p.Generation}
+		}
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, valid)
+	meta.SetStatusCondition(&p.Status.Conditions, ready)
+
+	nodes := &corev1.NodeList{}
+	if err := s.client.List(ctx, nodes); err != nil {
+		return ctrl.Result{}, err
+	}
+	counts := map[pitstopv1alpha1.MaintenanceState]int32{
+		pitstopv1alpha1.StateOperational: 0, pitstopv1alpha1.StateMaintenanceRequired: 0, pitstopv1alpha1.StateInMaintenance: 0,
+	}
+	var last time.Time
+	for i := range nodes.Items {
+		rec, err := engine.ReadRecord(&nodes.Items[i])
+		if err != nil {
+			continue
+		}
+		if pr, ok := rec.Profiles[p.Name]; ok {
+			counts[pr.Current]++
+			if pr.Since.After(last) && pr.Current != pr.Previous {
+				last = pr.Since.Time
+			}
+		}
+	}
+	p.Status.Nodes = counts
+	if !last.IsZero() {
+		p.Status.LastTransitionTime = &metav1.Time{Time: last}
+	}
+	p.Status.ObservedGeneration = p.Generation
+	if equality.Semantic.DeepEqual(before.Status, p.Status) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(s.client.Status().Patch(ctx, p, client.MergeFrom(before)))
+}
+
+func itoa(i int64) string { return fmtInt(i) }

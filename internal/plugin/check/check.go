@@ -1,0 +1,86 @@
+// Package check holds the check plugins of maintenance profiles: each
+// answers, for one node at one instant, whether a condition holds, why, and
+// when the answer can next change by itself. Checks are pure: they read the
+// node, the clock and a read-only view of the cluster given to them, and
+// never write. Admission into maintenance under a budget (maxMaintenance,
+// stagger) is serialized elsewhere, through the API server; the checks here
+// only say whether a slot looks free.
+package check
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// Context is what a check sees when it is evaluated.
+type Context struct {
+	// Node is the node under evaluation.
+	Node *corev1.Node
+	// Profile is the name of the profile being evaluated.
+	Profile string
+	// State is the node's current state in Profile, and Since when.
+	State pitstopv1alpha1.MaintenanceState
+	Since time.Time
+	// Now is the instant of the evaluation; checks never read the clock.
+	Now time.Time
+	// Cluster is a read-only view of the rest of the cluster.
+	Cluster Cluster
+}
+
+// Cluster is the read-only view of the cluster checks may use. The
+// controller serves it from its cache; tests serve it from slices.
+type Cluster interface {
+	// Nodes returns every node.
+	Nodes() []corev1.Node
+	// ProfileNodes returns the nodes the profile selects.
+	ProfileNodes(profile string) []corev1.Node
+	// StateOf returns a node's state in a profile ("" when the profile does
+	// not select it) and whether the node is in maintenance for any profile.
+	StateOf(node *corev1.Node, profile string) (state pitstopv1alpha1.MaintenanceState, inMaintenanceAnywhere bool)
+	// PodsOn returns the pods bound to a node.
+	PodsOn(node string) []corev1.Pod
+}
+
+// Prometheus runs PromQL instant queries.
+type Prometheus interface {
+	// Query returns the single sample value of query at the instant, or an
+	// error when the query fails or does not return exactly one sample.
+	Query(ctx context.Context, url, query string, at time.Time) (float64, error)
+}
+
+// Result is the answer of one check.
+type Result struct {
+	// Passed says whether the check holds.
+	Passed bool
+	// Reason says why, for people: "window 22:00–04:00 Europe/Berlin opens
+	// in 3h12m", "2 of 2 maintenance slots taken in zone-a".
+	Reason string
+	// NextChange is when the result can change by itself, with nothing in
+	// the cluster changing (a window opening, a wait elapsing); zero when
+	// only a change in the cluster can change it.
+	NextChange time.Time
+}
+
+// Check is one configured check plugin.
+type Check interface {
+	// Evaluate answers for the node in c. An error means the check could
+	// not be evaluated (a failing Prometheus query); the transition then
+	// does not pass.
+	Evaluate(ctx context.Context, c Context) (Result, error)
+}
+
+// Entries is implemented by a Cluster that knows when nodes entered
+// in-maintenance. The stagger check type-asserts its Cluster to it; a
+// Cluster that does not implement it lets stagger pass, since nothing can
+// be spaced out without entry times.
+type Entries interface {
+	// EnteredMaintenance returns when nodes of the profile entered
+	// in-maintenance for it, in any order: every entry the Cluster
+	// remembers, including those of nodes that have left the state since,
+	// because stagger spaces out entries, not concurrent maintenances.
+	EnteredMaintenance(profile string) []time.Time
+}

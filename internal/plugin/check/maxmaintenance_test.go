@@ -1,0 +1,93 @@
+package check
+
+import (
+	"testing"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+func TestMaxMaintenance(t *testing.T) {
+	const zone = "topology.kubernetes.io/zone"
+	// Profile os selects n1…n4, profile fw selects n3 and n5; n4 and n5
+	// have no zone.
+	fresh := func() *fakeCluster {
+		return cluster(node("n1", zone, "zone-a"), node("n2", zone, "zone-a"), node("n3", zone, "zone-b"), node("n4"), node("n5")).
+			with("os", operational, "n1", "n2", "n3", "n4").
+			with("fw", operational, "n3", "n5")
+	}
+	budget := func(n int32, profileScoped bool, groupBy string) pitstopv1alpha1.CheckInstance {
+		return pitstopv1alpha1.CheckInstance{MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: n, ProfileScoped: profileScoped, GroupBy: groupBy}}
+	}
+	evalOn := func(cl *fakeCluster, name string) Context {
+		return Context{Node: cl.nodeOf(name), Profile: "os", State: cl.states["os"][name], Cluster: cl, Now: noon}
+	}
+	cl := map[string]*fakeCluster{
+		"n2":         fresh().with("os", inMaint, "n2"),
+		"n1":         fresh().with("os", inMaint, "n1"),
+		"n1 n2":      fresh().with("os", inMaint, "n1", "n2"),
+		"n3":         fresh().with("os", inMaint, "n3"),
+		"fw n5":      fresh().with("fw", inMaint, "n5"),
+		"fw n3":      fresh().with("fw", inMaint, "n3").with("os", required, "n3"),
+		"n2 n3 fw5":  fresh().with("os", inMaint, "n2", "n3").with("fw", inMaint, "n5"),
+		"none":       fresh(),
+		"n2 and fw3": fresh().with("os", inMaint, "n2").with("fw", inMaint, "n3"),
+	}
+	runCases(t, map[string]evalCase{
+		"passes while fewer nodes than max are in maintenance": {
+			inst: budget(2, false, ""), ctx: evalOn(cl["n2"], "n1"),
+			want: Result{Passed: true, Reason: "1 of 2 maintenance slots taken"},
+		},
+		"fails when max nodes are in maintenance": {
+			inst: budget(1, false, ""), ctx: evalOn(cl["n2"], "n1"),
+			want: Result{Reason: "1 of 1 maintenance slots taken"},
+		},
+		"passes with no node in maintenance": {
+			inst: budget(1, false, ""), ctx: evalOn(cl["none"], "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken"},
+		},
+		"does not count the node against itself when it is already in maintenance": {
+			inst: budget(1, false, ""), ctx: evalOn(cl["n1"], "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken"},
+		},
+		"fails for a node in maintenance when the others fill every slot": {
+			inst: budget(1, false, ""), ctx: evalOn(cl["n1 n2"], "n1"),
+			want: Result{Reason: "1 of 1 maintenance slots taken"},
+		},
+		"counts nodes in maintenance for other profiles unless profile scoped": {
+			inst: budget(1, false, ""), ctx: evalOn(cl["fw n5"], "n1"),
+			want: Result{Reason: "1 of 1 maintenance slots taken"},
+		},
+		"profile scoped ignores nodes outside the profile": {
+			inst: budget(1, true, ""), ctx: evalOn(cl["fw n5"], "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os"},
+		},
+		"profile scoped ignores a profile node in maintenance for another profile": {
+			inst: budget(1, true, ""), ctx: evalOn(cl["fw n3"], "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os"},
+		},
+		"profile scoped counts the profile's nodes in maintenance for it": {
+			inst: budget(2, true, ""), ctx: evalOn(cl["n2 n3 fw5"], "n1"),
+			want: Result{Reason: "2 of 2 maintenance slots taken in profile os"},
+		},
+		"groupBy counts only nodes with the node's value of the label": {
+			inst: budget(1, false, zone), ctx: evalOn(cl["n3"], "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in topology.kubernetes.io/zone=zone-a"},
+		},
+		"groupBy fails when the node's group is full": {
+			inst: budget(1, false, zone), ctx: evalOn(cl["n2"], "n1"),
+			want: Result{Reason: "1 of 1 maintenance slots taken in topology.kubernetes.io/zone=zone-a"},
+		},
+		"groupBy puts nodes without the label in one group of their own": {
+			inst: budget(1, false, zone), ctx: evalOn(cl["fw n5"], "n4"),
+			want: Result{Reason: "1 of 1 maintenance slots taken in nodes without label topology.kubernetes.io/zone"},
+		},
+		"groupBy does not count labelled nodes against a node without the label": {
+			inst: budget(1, false, zone), ctx: evalOn(cl["n2"], "n4"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in nodes without label topology.kubernetes.io/zone"},
+		},
+		"profile scoped and grouped counts the profile's nodes in the group": {
+			inst: budget(2, true, zone), ctx: evalOn(cl["n2 and fw3"], "n1"),
+			want: Result{Passed: true, Reason: "1 of 2 maintenance slots taken in profile os, topology.kubernetes.io/zone=zone-a"},
+		},
+	})
+}

@@ -1,0 +1,131 @@
+package check
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// Deps are the outside services checks may need.
+type Deps struct {
+	// Prometheus runs the queries of prometheusInstant checks; a profile
+	// with such a check is refused when it is nil.
+	Prometheus Prometheus
+}
+
+// New builds the check an instance configures. It validates what the CRD
+// schema cannot (time zones exist, dates and thresholds parse, durations
+// are positive), so a profile that builds cannot fail later on its
+// configuration. Errors name the field relative to the instance:
+// `timeWindow.timeZone: unknown time zone "Mars/Olympus"`.
+func New(inst pitstopv1alpha1.CheckInstance, deps Deps) (Check, error) {
+	var set []plugin
+	for _, p := range plugins(inst, deps) {
+		if p.set {
+			set = append(set, p)
+		}
+	}
+	switch len(set) {
+	case 0:
+		return nil, errors.New("exactly one plugin must be set, found none")
+	case 1:
+	default:
+		names := make([]string, len(set))
+		for i, p := range set {
+			names[i] = p.name
+		}
+		return nil, fmt.Errorf("exactly one plugin must be set, found %d: %s", len(set), strings.Join(names, ", "))
+	}
+	if inst.PrometheusInstant != nil && deps.Prometheus == nil {
+		return nil, errors.New("prometheusInstant: no Prometheus client configured")
+	}
+	c, err := set[0].build()
+	if err != nil {
+		// The constructors' errors start with the field they refuse.
+		return nil, fmt.Errorf("%s.%w", set[0].name, err)
+	}
+	return c, nil
+}
+
+// plugin is one plugin field of a CheckInstance.
+type plugin struct {
+	name  string
+	set   bool
+	build func() (Check, error)
+}
+
+// plugins lists the plugin fields of inst in the API's order.
+func plugins(inst pitstopv1alpha1.CheckInstance, deps Deps) []plugin {
+	return []plugin{
+		{"hasLabel", inst.HasLabel != nil, func() (Check, error) { return newKeyValue(inst.HasLabel, labelOnNode) }},
+		{"hasAnnotation", inst.HasAnnotation != nil, func() (Check, error) { return newKeyValue(inst.HasAnnotation, annotationOnNode) }},
+		{"anyLabel", inst.AnyLabel != nil, func() (Check, error) { return newKeyValue(inst.AnyLabel, labelOnAnyNode) }},
+		{"condition", inst.Condition != nil, func() (Check, error) { return newCondition(inst.Condition) }},
+		{"maxMaintenance", inst.MaxMaintenance != nil, func() (Check, error) { return newMaxMaintenance(inst.MaxMaintenance) }},
+		{"stagger", inst.Stagger != nil, func() (Check, error) { return newStagger(inst.Stagger) }},
+		{"timeWindow", inst.TimeWindow != nil, func() (Check, error) { return newTimeWindow(inst.TimeWindow) }},
+		{"wait", inst.Wait != nil, func() (Check, error) { return newWait(inst.Wait) }},
+		{"waitExclude", inst.WaitExclude != nil, func() (Check, error) { return newWaitExclude(inst.WaitExclude) }},
+		{"clusterSemver", inst.ClusterSemver != nil, func() (Check, error) { return newClusterSemver(inst.ClusterSemver) }},
+		{"affinity", inst.Affinity != nil, func() (Check, error) { return newAffinity(inst.Affinity) }},
+		{"nodeCount", inst.NodeCount != nil, func() (Check, error) { return newNodeCount(inst.NodeCount) }},
+		{"prometheusInstant", inst.PrometheusInstant != nil, func() (Check, error) {
+			return newPrometheusInstant(inst.PrometheusInstant, deps.Prometheus)
+		}},
+		{"freeze", inst.Freeze != nil, func() (Check, error) { return newFreeze(inst.Freeze) }},
+	}
+}
+
+// positive refuses a duration the CRD schema lets through but that would
+// make a check meaningless.
+func positive(field string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s: must be positive, got %s", field, d)
+	}
+	return nil
+}
+
+// loadLocation resolves an IANA time zone name, UTC when empty.
+func loadLocation(field, name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: unknown time zone %q", field, name)
+	}
+	return loc, nil
+}
+
+// parseWeekdays reads the API's three-letter weekday names.
+func parseWeekdays(field string, days []pitstopv1alpha1.Weekday) (map[time.Weekday]bool, error) {
+	set := make(map[time.Weekday]bool, len(days))
+	for i, d := range days {
+		wd, ok := weekdayNames[d]
+		if !ok {
+			return nil, fmt.Errorf("%s[%d]: unknown weekday %q, want one of Mon, Tue, Wed, Thu, Fri, Sat, Sun", field, i, d)
+		}
+		set[wd] = true
+	}
+	return set, nil
+}
+
+var weekdayNames = map[pitstopv1alpha1.Weekday]time.Weekday{
+	"Mon": time.Monday, "Tue": time.Tuesday, "Wed": time.Wednesday, "Thu": time.Thursday,
+	"Fri": time.Friday, "Sat": time.Saturday, "Sun": time.Sunday,
+}
+
+// weekdayList writes a weekday set as "Mon,Fri", Monday first.
+func weekdayList(set map[time.Weekday]bool) string {
+	var names []string
+	for i := range 7 {
+		wd := time.Weekday((i + 1) % 7)
+		if set[wd] {
+			names = append(names, wd.String()[:3])
+		}
+	}
+	return strings.Join(names, ",")
+}

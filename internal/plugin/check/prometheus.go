@@ -1,0 +1,111 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// queryTimeout bounds each PromQL query of NewPrometheusClient, so an
+// unreachable Prometheus holds a reconcile back for that long at most.
+const queryTimeout = 10 * time.Second
+
+// prometheusInstant is a health gate: it compares the one value of a
+// PromQL instant query, at the instant of the evaluation, with a threshold.
+// A query that fails, or does not return exactly one sample, is an error:
+// the transition does not pass, and nothing is guessed.
+type prometheusInstant struct {
+	url, query string
+	operator   string
+	threshold  float64
+	prometheus Prometheus
+}
+
+// comparisons are the operators the API allows. NaN compares as in Go:
+// only != holds.
+var comparisons = map[string]func(v, threshold float64) bool{
+	"<":  func(v, t float64) bool { return v < t },
+	"<=": func(v, t float64) bool { return v <= t },
+	"==": func(v, t float64) bool { return v == t },
+	"!=": func(v, t float64) bool { return v != t },
+	">=": func(v, t float64) bool { return v >= t },
+	">":  func(v, t float64) bool { return v > t },
+}
+
+func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, p Prometheus) (Check, error) {
+	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url: %q is not an http(s) URL", cfg.URL)
+	}
+	if cfg.Query == "" {
+		return nil, errors.New("query: must not be empty")
+	}
+	if _, ok := comparisons[cfg.Operator]; !ok {
+		return nil, fmt.Errorf("operator: %q is not one of <, <=, ==, !=, >=, >", cfg.Operator)
+	}
+	threshold, err := strconv.ParseFloat(cfg.Threshold, 64)
+	if err != nil || math.IsNaN(threshold) {
+		return nil, fmt.Errorf("threshold: %q is not a number", cfg.Threshold)
+	}
+	return &prometheusInstant{url: cfg.URL, query: cfg.Query, operator: cfg.Operator, threshold: threshold, prometheus: p}, nil
+}
+
+// Evaluate implements Check.
+func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, error) {
+	v, err := p.prometheus.Query(ctx, p.url, p.query, c.Now)
+	if err != nil {
+		return Result{}, fmt.Errorf("querying %s: %w", p.url, err)
+	}
+	got := strconv.FormatFloat(v, 'g', -1, 64)
+	want := p.operator + " " + strconv.FormatFloat(p.threshold, 'g', -1, 64)
+	if !comparisons[p.operator](v, p.threshold) {
+		return Result{Reason: fmt.Sprintf("%s is %s, want %s", p.query, got, want)}, nil
+	}
+	return Result{Passed: true, Reason: fmt.Sprintf("%s is %s, %s", p.query, got, want)}, nil
+}
+
+// NewPrometheusClient returns the Prometheus that pitstop's manager gives
+// its checks: it runs instant queries over the HTTP API, each bounded by
+// queryTimeout, and refuses an answer that is not exactly one sample (a
+// vector of one series, or a scalar).
+func NewPrometheusClient() Prometheus {
+	return &prometheusClient{timeout: queryTimeout}
+}
+
+type prometheusClient struct {
+	timeout time.Duration
+}
+
+// Query implements Prometheus.
+func (p *prometheusClient) Query(ctx context.Context, address, query string, at time.Time) (float64, error) {
+	client, err := api.NewClient(api.Config{Address: address})
+	if err != nil {
+		return 0, fmt.Errorf("creating a client for %s: %w", address, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	value, _, err := promv1.NewAPI(client).Query(ctx, query, at, promv1.WithTimeout(p.timeout))
+	if err != nil {
+		return 0, fmt.Errorf("running query %q: %w", query, err)
+	}
+	switch v := value.(type) {
+	case model.Vector:
+		if len(v) != 1 {
+			return 0, fmt.Errorf("query %q returned %d series, want exactly 1", query, len(v))
+		}
+		return float64(v[0].Value), nil
+	case *model.Scalar:
+		return float64(v.Value), nil
+	default:
+		return 0, fmt.Errorf("query %q returned a %s, want a vector of one series or a scalar", query, value.Type())
+	}
+}

@@ -1,0 +1,251 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+func promCheck(url, query, operator, threshold string) pitstopv1alpha1.CheckInstance {
+	return pitstopv1alpha1.CheckInstance{PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+		URL: url, Query: query, Operator: operator, Threshold: threshold,
+	}}
+}
+
+func TestPrometheusInstant(t *testing.T) {
+	boom := errors.New("connection refused")
+	cases := map[string]struct {
+		value      float64
+		err        error
+		operator   string
+		threshold  string
+		wantPassed bool
+		wantReason string
+		wantErr    string
+	}{
+		">= passes at the threshold": {value: 1, operator: ">=", threshold: "1", wantPassed: true, wantReason: "up is 1, >= 1"},
+		"> fails at the threshold":   {value: 1, operator: ">", threshold: "1", wantReason: "up is 1, want > 1"},
+		"< passes below":             {value: 0.25, operator: "<", threshold: "0.5", wantPassed: true, wantReason: "up is 0.25, < 0.5"},
+		"<= fails above":             {value: 0.75, operator: "<=", threshold: "0.5", wantReason: "up is 0.75, want <= 0.5"},
+		"== compares exactly":        {value: 3, operator: "==", threshold: "3.0", wantPassed: true, wantReason: "up is 3, == 3"},
+		"!= fails on equal values":   {value: 3, operator: "!=", threshold: "3", wantReason: "up is 3, want != 3"},
+		"NaN is only unequal":        {value: math.NaN(), operator: "!=", threshold: "0", wantPassed: true, wantReason: "up is NaN, != 0"},
+		"NaN is not at least anything": {
+			value: math.NaN(), operator: ">=", threshold: "0", wantReason: "up is NaN, want >= 0",
+		},
+		"returns the query's error, so the transition does not pass": {
+			err: boom, operator: ">=", threshold: "1", wantErr: "querying http://prometheus:9090: connection refused",
+		},
+	}
+	n := node("n1")
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(promCheck("http://prometheus:9090", "up", tc.operator, tc.threshold), Deps{Prometheus: fixedPrometheus{tc.value, tc.err}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Evaluate(context.Background(), Context{Node: &n, Now: noon})
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr || !errors.Is(err, boom) {
+					t.Fatalf("got error %v, want %q wrapping the query's", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertResult(t, got, Result{Passed: tc.wantPassed, Reason: tc.wantReason})
+		})
+	}
+}
+
+// TestPrometheusClient runs the checks against a real Prometheus that
+// scrapes a target served by the test.
+func TestPrometheusClient(t *testing.T) {
+	url := startPrometheus(t, "# TYPE pitstop_test_health gauge\npitstop_test_health 1\n"+
+		"# TYPE pitstop_test_series gauge\npitstop_test_series{shard=\"a\"} 1\npitstop_test_series{shard=\"b\"} 2\n")
+	client := NewPrometheusClient()
+	testutil.Eventually(t, time.Minute, 250*time.Millisecond, func() error {
+		_, err := client.Query(context.Background(), url, "pitstop_test_health", time.Now())
+		return err
+	})
+
+	cases := map[string]struct {
+		query, operator, threshold string
+		wantPassed                 bool
+		wantReason                 string
+		wantErr                    string
+	}{
+		"passes when the value meets the threshold": {
+			query: "pitstop_test_health", operator: ">=", threshold: "1",
+			wantPassed: true, wantReason: "pitstop_test_health is 1, >= 1",
+		},
+		"fails when the value misses the threshold": {
+			query: "pitstop_test_health", operator: ">=", threshold: "1.5",
+			wantReason: "pitstop_test_health is 1, want >= 1.5",
+		},
+		"passes below an upper bound": {
+			query: "pitstop_test_health", operator: "<", threshold: "2",
+			wantPassed: true, wantReason: "pitstop_test_health is 1, < 2",
+		},
+		"fails at an upper bound": {
+			query: "pitstop_test_health", operator: "<", threshold: "1",
+			wantReason: "pitstop_test_health is 1, want < 1",
+		},
+		"reads one series out of an aggregation": {
+			query: "sum(pitstop_test_series)", operator: "==", threshold: "3",
+			wantPassed: true, wantReason: "sum(pitstop_test_series) is 3, == 3",
+		},
+		"reads a scalar": {
+			query: "scalar(pitstop_test_health) * 2", operator: "==", threshold: "2",
+			wantPassed: true, wantReason: "scalar(pitstop_test_health) * 2 is 2, == 2",
+		},
+		"refuses a query returning two series": {
+			query: "pitstop_test_series", operator: ">=", threshold: "0",
+			wantErr: `query "pitstop_test_series" returned 2 series, want exactly 1`,
+		},
+		"refuses a query returning no series": {
+			query: "pitstop_test_missing", operator: ">=", threshold: "0",
+			wantErr: `query "pitstop_test_missing" returned 0 series, want exactly 1`,
+		},
+		"refuses a range vector": {
+			query: "pitstop_test_health[1m]", operator: ">=", threshold: "0",
+			wantErr: `query "pitstop_test_health[1m]" returned a matrix, want a vector of one series or a scalar`,
+		},
+		"returns PromQL errors": {
+			query: "sum(", operator: ">=", threshold: "0",
+			wantErr: `running query "sum(": bad_data:`,
+		},
+	}
+	n := node("n1")
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, err := New(promCheck(url, tc.query, tc.operator, tc.threshold), Deps{Prometheus: client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Evaluate(context.Background(), Context{Node: &n, Now: time.Now()})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertResult(t, got, Result{Passed: tc.wantPassed, Reason: tc.wantReason})
+		})
+	}
+}
+
+func TestPrometheusClientGivesUp(t *testing.T) {
+	stop := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		// The server notices a client going away only once the body is read.
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(hanging.Close)
+	t.Cleanup(func() { close(stop) })
+	client := &prometheusClient{timeout: 200 * time.Millisecond}
+	began := time.Now()
+	_, err := client.Query(context.Background(), hanging.URL, "up", time.Now())
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got error %v, want the deadline exceeded", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("gave up after %s, want about 200ms", took)
+	}
+
+	unreachable := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
+	if _, err := client.Query(context.Background(), unreachable, "up", time.Now()); err == nil {
+		t.Errorf("querying %s: got no error", unreachable)
+	}
+}
+
+// startPrometheus runs the prometheus binary (Debian's package, installed
+// by `make deps`) scraping a target that serves metrics every second, and
+// returns its URL once it is ready. It is killed when the test ends.
+func startPrometheus(t *testing.T, metrics string) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("the prometheus binary is needed to test the Prometheus client (%v): run `make deps`", err)
+	}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(metrics))
+	}))
+	t.Cleanup(target.Close)
+
+	dir := t.TempDir()
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+- job_name: pitstop-test
+  static_configs:
+  - targets: [%q]
+`, strings.TrimPrefix(target.URL, "http://"))
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	cmd := exec.Command(bin,
+		"--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		_ = logFile.Close()
+	})
+
+	url := "http://" + addr
+	testutil.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
+		select {
+		case err := <-exited:
+			exited <- err
+			log, _ := os.ReadFile(logFile.Name())
+			t.Fatalf("prometheus exited (%v):\n%s", err, log)
+		default:
+		}
+		resp, err := http.Get(url + "/-/ready")
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s/-/ready: %s", url, resp.Status)
+		}
+		return nil
+	})
+	return url
+}

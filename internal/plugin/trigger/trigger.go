@@ -1,0 +1,162 @@
+// Package trigger holds the trigger plugins of maintenance profiles: what a
+// transition does to a node. alterLabel, alterAnnotation and alterFinalizer
+// change the node's copy that the reconciler writes back in one patch;
+// drain and restore create and delete the node's NodeMaintenance, the one
+// drainer, and never cordon or evict themselves. A trigger reports whether
+// it is done; a transition changes the state only once all its triggers
+// are, so a drain is waited for without blocking.
+//
+// +kubebuilder:rbac:groups=pitstop.dev,resources=nodemaintenances,verbs=get;list;watch;create;delete
+package trigger
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// LabelProfile marks the NodeMaintenances a profile created, with its name.
+const LabelProfile = "pitstop.dev/profile"
+
+// Context is what a trigger acts on.
+type Context struct {
+	// Node is the reconciler's copy of the node: alter triggers change it,
+	// the reconciler patches it once.
+	Node *corev1.Node
+	// Profile is the profile whose transition runs the trigger.
+	Profile string
+	// Client creates and deletes NodeMaintenances.
+	Client client.Client
+}
+
+// Trigger is one configured trigger plugin.
+type Trigger interface {
+	// Run does the trigger's part; done is false while it waits for
+	// something (a drain), with status saying what.
+	Run(ctx context.Context, c Context) (done bool, status string, err error)
+}
+
+// New builds the configured plugin.
+func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
+	switch {
+	case inst.AlterLabel != nil:
+		return alter{kind: "label", spec: *inst.AlterLabel}, nil
+	case inst.AlterAnnotation != nil:
+		return alter{kind: "annotation", spec: *inst.AlterAnnotation}, nil
+	case inst.AlterFinalizer != nil:
+		return finalizer{spec: *inst.AlterFinalizer}, nil
+	case inst.Drain != nil:
+		return drainTrigger{spec: *inst.Drain}, nil
+	case inst.Restore != nil:
+		return restoreTrigger{}, nil
+	}
+	return nil, fmt.Errorf("trigger %s: no plugin set", inst.Name)
+}
+
+// alter sets or removes a label or annotation.
+type alter struct {
+	kind string
+	spec pitstopv1alpha1.AlterTrigger
+}
+
+func (a alter) Run(_ context.Context, c Context) (bool, string, error) {
+	m := &c.Node.Labels
+	if a.kind == "annotation" {
+		m = &c.Node.Annotations
+	}
+	if a.spec.Remove {
+		delete(*m, a.spec.Key)
+		return true, "", nil
+	}
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[a.spec.Key] = *a.spec.Value
+	return true, "", nil
+}
+
+// finalizer adds or removes a node finalizer.
+type finalizer struct {
+	spec pitstopv1alpha1.AlterFinalizerTrigger
+}
+
+func (f finalizer) Run(_ context.Context, c Context) (bool, string, error) {
+	if f.spec.Remove {
+		controllerutil.RemoveFinalizer(c.Node, f.spec.Key)
+	} else {
+		controllerutil.AddFinalizer(c.Node, f.spec.Key)
+	}
+	return true, "", nil
+}
+
+// MaintenanceName is the name of the NodeMaintenance a profile creates for
+// a node.
+func MaintenanceName(node string) string { return "profile-" + node }
+
+// drainTrigger creates the node's NodeMaintenance and is done once it is
+// Ready (cordoned and drained).
+type drainTrigger struct{ spec pitstopv1alpha1.DrainTrigger }
+
+func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	err := c.Client.Get(ctx, client.ObjectKey{Name: MaintenanceName(c.Node.Name)}, nm)
+	if apierrors.IsNotFound(err) {
+		nm = &pitstopv1alpha1.NodeMaintenance{
+			ObjectMeta: metav1.ObjectMeta{Name: MaintenanceName(c.Node.Name), Labels: map[string]string{LabelProfile: c.Profile}},
+			Spec: pitstopv1alpha1.NodeMaintenanceSpec{
+				NodeName: c.Node.Name,
+				Reason:   "maintenance profile " + c.Profile,
+				Drain:    d.spec.Drain,
+			},
+		}
+		if err := c.Client.Create(ctx, nm); err != nil {
+			return false, "", fmt.Errorf("creating NodeMaintenance %s: %w", nm.Name, err)
+		}
+		return false, "NodeMaintenance " + nm.Name + " created", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", MaintenanceName(c.Node.Name), err)
+	}
+	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
+	if ready != nil && ready.Status == metav1.ConditionTrue {
+		return true, "", nil
+	}
+	if ready != nil && ready.Reason == pitstopv1alpha1.ReasonFailed {
+		return false, "", fmt.Errorf("NodeMaintenance %s failed: %s", nm.Name, ready.Message)
+	}
+	status := "waiting for NodeMaintenance " + nm.Name
+	if ready != nil {
+		status += ": " + ready.Message
+	}
+	return false, status, nil
+}
+
+// restoreTrigger deletes the NodeMaintenance a profile created and is done
+// once it is gone (the node restored). A NodeMaintenance someone else
+// created is left alone.
+type restoreTrigger struct{}
+
+func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	err := c.Client.Get(ctx, client.ObjectKey{Name: MaintenanceName(c.Node.Name)}, nm)
+	if apierrors.IsNotFound(err) {
+		return true, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", MaintenanceName(c.Node.Name), err)
+	}
+	if nm.DeletionTimestamp.IsZero() {
+		if err := c.Client.Delete(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
+			return false, "", fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
+		}
+	}
+	return false, "restoring node " + c.Node.Name, nil
+}
