@@ -13,4 +13,4 @@ if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
 fi
 echo "installing ${missing[*]}"
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
