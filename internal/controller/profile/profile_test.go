@@ -193,3 +193,63 @@ func awaitProfileCondition(t *testing.T, name, condType string, status metav1.Co
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestDrainAndRestoreTriggers: entering maintenance waits until the node's
+// NodeMaintenance (created by the drain trigger) is Ready; leaving waits
+// until the restore trigger's deletion has put the node back.
+func TestDrainAndRestoreTriggers(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Kubelet(t, env.Clientset)
+	p := rollingProfile("drainer", "drainer", 1)
+	p.Spec.Triggers = append(p.Spec.Triggers,
+		pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+		pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"restore"}
+	testutil.Create(t, env.Client, p)
+	ns := testutil.Namespace(t, env.Client, "drainer")
+	testutil.Create(t, env.Client, testutil.Node("drainer-0", testutil.WithLabels(map[string]string{"pool": "drainer"})))
+	testutil.ManagedPods(t, env.Client, ns, "drainer-0", "web", 3)
+
+	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":"true"}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "drainer-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		n := testutil.GetNode(t, env.Client, "drainer-0")
+		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("state %q", n.Labels[engine.LabelState])
+		}
+		return nil
+	})
+	// In maintenance only once drained: the NodeMaintenance is Ready and
+	// no pod is left.
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-drainer-0"}, nm); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(nm.Status.Conditions, pitstopv1alpha1.ConditionReady) || nm.Spec.Reason != "maintenance profile drainer" {
+		t.Errorf("NodeMaintenance %+v not Ready or without the profile's reason", nm.Status.Conditions)
+	}
+	if left := testutil.PodsOn(t, env.Client, ns, "drainer-0"); len(left) != 0 {
+		t.Errorf("node in maintenance with pods left: %v", left)
+	}
+
+	patch = []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "drainer-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		n := testutil.GetNode(t, env.Client, "drainer-0")
+		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateOperational) {
+			return fmt.Errorf("state %q", n.Labels[engine.LabelState])
+		}
+		if n.Spec.Unschedulable {
+			return fmt.Errorf("operational but still cordoned")
+		}
+		return nil
+	})
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-drainer-0"}, &pitstopv1alpha1.NodeMaintenance{}); err == nil {
+		t.Error("the NodeMaintenance outlived the maintenance")
+	}
+}
