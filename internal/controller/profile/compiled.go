@@ -97,5 +97,3 @@ type generationError struct {
 
 func (e *generationError) Error() string { return e.err.Error() }
 func (e *generationError) Unwrap() error { return e.err }
-
-func fmtInt(i int64) string { return fmt.Sprint(i) }

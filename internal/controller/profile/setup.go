@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -163,7 +164,7 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "NotRunning", Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
 		if running != nil {
 			ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "RunningPreviousGeneration",
-				Message: "the engine keeps running generation " + itoa(running.spec.Generation) + ", the last valid one", ObservedGeneration: p.Generation}
+				Message: "the engine keeps running generation " + strconv.FormatInt(running.spec.Generation, 10) + ", the last valid one", ObservedGeneration: p.Generation}
 		}
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, valid)
@@ -200,4 +201,3 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	return ctrl.Result{}, client.IgnoreNotFound(s.client.Status().Patch(ctx, p, client.MergeFrom(before)))
 }
 
-func itoa(i int64) string { return fmtInt(i) }
