@@ -200,4 +200,3 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(s.client.Status().Patch(ctx, p, client.MergeFrom(before)))
 }
-
