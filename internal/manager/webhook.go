@@ -18,6 +18,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/webhookcert"
 )
@@ -107,7 +108,11 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 	if err := nodemaintenance.SetupWebhook(mgr); err != nil {
 		return fmt.Errorf("setting up the NodeMaintenance webhook: %w", err)
 	}
+	if err := profile.SetupWebhook(mgr); err != nil {
+		return fmt.Errorf("setting up the MaintenanceProfile webhook: %w", err)
+	}
 	cc, hosts := opts.Webhook.clientConfig(nodemaintenance.WebhookPath)
+	profileCC, _ := opts.Webhook.clientConfig(profile.WebhookPath)
 	// A live client: the manager's cache does not run before Start.
 	live, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
@@ -134,6 +139,23 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 					APIGroups:   []string{pitstopv1alpha1.GroupVersion.Group},
 					APIVersions: []string{pitstopv1alpha1.GroupVersion.Version},
 					Resources:   []string{"nodemaintenances"},
+				},
+			}},
+		}, {
+			Name:                    "maintenanceprofiles.pitstop.dev",
+			ClientConfig:            profileCC,
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			// A profile refused while pitstop is down can be applied again; one
+			// admitted unchecked would only be reported, never run.
+			FailurePolicy:  ptr.To(admissionregistrationv1.Fail),
+			TimeoutSeconds: ptr.To[int32](5),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups:   []string{pitstopv1alpha1.GroupVersion.Group},
+					APIVersions: []string{pitstopv1alpha1.GroupVersion.Version},
+					Resources:   []string{"maintenanceprofiles"},
 				},
 			}},
 		}},

@@ -253,3 +253,44 @@ func TestDrainAndRestoreTriggers(t *testing.T) {
 		t.Error("the NodeMaintenance outlived the maintenance")
 	}
 }
+
+// TestWebhookRefusesProfilesThatDoNotCompile: with the webhook serving, a
+// profile with an unknown check in an expression, or an unknown time zone,
+// is refused with the profile, the field path and the problem; so is an
+// update that would break a running profile.
+func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Webhook: true})
+	for _, tc := range []struct {
+		name string
+		edit func(*pitstopv1alpha1.MaintenanceProfile)
+		want []string
+	}{
+		{"unknown check in an expression", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && windw"
+		}, []string{"MaintenanceProfile refused-expr", "spec.states.maintenanceRequired.transitions[0].check", "undeclared reference to 'windw'"}},
+		{"unknown trigger", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"mrak"}
+		}, []string{"spec.states.maintenanceRequired.transitions[0].triggers[0]", "mrak"}},
+		{"unknown time zone", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "window", TimeWindow: &pitstopv1alpha1.TimeWindowCheck{Start: "22:00", End: "04:00", TimeZone: "Mars/Olympus"}})
+		}, []string{"spec.checks[2] (window)", "Mars/Olympus"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := map[string]string{"unknown check in an expression": "refused-expr", "unknown trigger": "refused-trigger", "unknown time zone": "refused-tz"}[tc.name]
+			p := rollingProfile(name, name, 1)
+			tc.edit(p)
+			err := env.Client.Create(t.Context(), p)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Fatalf("got %v, want a refusal containing %q", err, w)
+				}
+			}
+		})
+	}
+	good := rollingProfile("refused-update", "refused-update", 1)
+	testutil.Create(t, env.Client, good)
+	good.Spec.States.Operational.Transitions[0].Check = "reboot_needed ||"
+	if err := env.Client.Update(t.Context(), good); err == nil || !strings.Contains(err.Error(), "spec.states.operational.transitions[0].check") {
+		t.Fatalf("updating to a broken expression: got %v, want a refusal naming the field", err)
+	}
+}
