@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -292,5 +294,76 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 	good.Spec.States.Operational.Transitions[0].Check = "reboot_needed ||"
 	if err := env.Client.Update(t.Context(), good); err == nil || !strings.Contains(err.Error(), "spec.states.operational.transitions[0].check") {
 		t.Fatalf("updating to a broken expression: got %v, want a refusal naming the field", err)
+	}
+}
+
+// TestRestartMidTransitionResumes stops the manager while a transition
+// waits for its drain (a PodDisruptionBudget in the way) and starts a new
+// one: it resumes from the node's record and the cluster, holds one budget
+// slot, and moves the node into maintenance exactly once.
+func TestRestartMidTransitionResumes(t *testing.T) {
+	first := clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Kubelet(t, env.Clientset)
+	p := rollingProfile("restarter", "restarter", 1)
+	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	testutil.Create(t, env.Client, p)
+	ns := testutil.Namespace(t, env.Client, "restarter")
+	testutil.Create(t, env.Client, testutil.Node("restarter-0",
+		testutil.WithLabels(map[string]string{"pool": "restarter"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+	testutil.ManagedPods(t, env.Client, ns, "restarter-0", "web", 2)
+	budget := testutil.PDB(t, env.Client, ns, "web", 2, 0)
+
+	// The drain has started and waits on the budget.
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		nm := &pitstopv1alpha1.NodeMaintenance{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-restarter-0"}, nm); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionFalse(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained) {
+			return fmt.Errorf("drain not blocked yet: %+v", nm.Status.Conditions)
+		}
+		return nil
+	})
+	if got := testutil.GetNode(t, env.Client, "restarter-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
+		t.Fatalf("state %q while the drain waits, want maintenance-required", got)
+	}
+	first.Stop()
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.SetAllowed(t, env.Client, budget, 2, 2)
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		n := testutil.GetNode(t, env.Client, "restarter-0")
+		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("state %q", n.Labels[engine.LabelState])
+		}
+		return nil
+	})
+	entries := 0
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(t.Context(), list); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == "restarter-0" && e.Reason == "ChangedMaintenanceState" && strings.Contains(e.Note, "now in-maintenance") {
+			entries++
+		}
+	}
+	if entries != 1 {
+		t.Errorf("%d moves into maintenance recorded, want exactly 1", entries)
+	}
+	leases := &coordinationv1.LeaseList{}
+	if err := env.Client.List(t.Context(), leases, client.InNamespace("pitstop-system")); err != nil {
+		t.Fatal(err)
+	}
+	held := 0
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "node/restarter-0" {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Errorf("restarter-0 holds %d budget slots, want 1", held)
 	}
 }
