@@ -17,6 +17,14 @@ import (
 //go:embed crd/bases/*.yaml
 var crdFiles embed.FS
 
+//go:embed samples/*.yaml
+var sampleFiles embed.FS
+
+// Sample returns a file of config/samples, by name.
+func Sample(name string) ([]byte, error) {
+	return sampleFiles.ReadFile("samples/" + name)
+}
+
 // CRDs returns pitstop's CustomResourceDefinitions as controller-gen wrote
 // them to config/crd/bases.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -29,6 +29,7 @@ type devOptions struct {
 	binDir        string
 	keep          bool
 	logFile       string
+	rolling       bool
 	log           logOptions
 	manager       manager.Options
 }
@@ -61,6 +62,7 @@ It builds nothing: the binaries come from --bin-dir (make tools builds them).`,
 	fs.IntVar(&o.controlPlanes, "control-plane-nodes", 3, "how many of the nodes are control-plane nodes")
 	fs.StringVar(&o.binDir, "bin-dir", localcluster.DefaultBinDir(), "directory with the control-plane binaries and kwok (make tools builds them)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the cluster's directory (data, logs, kubeconfig) after stopping")
+	fs.BoolVar(&o.rolling, "rolling", true, "apply the sample rolling-reboot MaintenanceProfile and mark the workers reboot-needed a few at a time")
 	fs.StringVar(&o.logFile, "log-file", "", "where pitstop's own log goes: a path, or - for stderr (default: logs/pitstop.log in the cluster's directory)")
 	o.log.addFlags(fs)
 	addManagerFlags(fs, &o.manager)
@@ -158,6 +160,13 @@ Use it from another terminal:
 Press Ctrl-C to stop.
 `, time.Since(started).Seconds(), o.nodes, localcluster.SampleNamespace, logPath, cluster.KubeconfigPath, binDir)
 
+	if o.rolling {
+		go func() {
+			if err := rollingDemo(ctx, c, out, 3, 4*time.Second); err != nil {
+				fmt.Fprintf(out, "rolling demo: %v\n", err)
+			}
+		}()
+	}
 	select {
 	case <-ctx.Done():
 		return <-mgrDone // the manager stops on the same context

@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,7 +70,7 @@ func kubectl(t *testing.T, environ []string, args ...string) string {
 // kubectl working with the printed KUBECONFIG; then Ctrl-C stops every
 // process and removes the cluster's directory.
 func TestDemoComesUpAndCtrlCLeavesNothing(t *testing.T) {
-	p := startPitstop(t, "dev", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+	p := startPitstop(t, "dev", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
 	environ, dir := devEnv(t, line)
 
@@ -133,7 +136,7 @@ func TestDemoStopsEverythingOnSIGTERMAndSIGKILL(t *testing.T) {
 		{syscall.SIGKILL, -1, false}, // nobody is left to remove the directory; the next start does
 	} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
-			p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+			p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 			line, _ := p.awaitLine("export KUBECONFIG=", 2*time.Minute)
 			_, dir := devEnv(t, line)
 			t.Cleanup(func() { os.RemoveAll(dir) })
@@ -161,5 +164,45 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 	})
 	if _, err := os.Stat(dir); dirGone && !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cluster directory %s still exists (err=%v)", dir, err)
+	}
+}
+
+// TestRollingDemo runs the demo's rolling reboot: every worker goes through
+// maintenance (drained, "rebooted", restored), never more than 2 at once,
+// and the terminal shows the progress.
+func TestRollingDemo(t *testing.T) {
+	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	p.awaitLine("export KUBECONFIG=", 3*time.Minute)
+	p.awaitLine("Applied MaintenanceProfile rolling-reboot", time.Minute)
+	inMaintenance := regexp.MustCompile(`in-maintenance (\d+) \[`)
+	deadline := time.After(3 * time.Minute)
+	most := 0
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				t.Fatal("pitstop dev exited during the rolling demo")
+			}
+			m := inMaintenance.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			most = max(most, n)
+			if n > 2 {
+				t.Errorf("%d workers in maintenance at once, the profile allows 2: %s", n, line)
+			}
+			if strings.Contains(line, "rebooted 6 of 6") {
+				if most < 1 {
+					t.Error("no progress line showed a node in maintenance")
+				}
+				if code := p.signal(syscall.SIGINT, 30*time.Second); code != 0 {
+					t.Errorf("exit code %d after Ctrl-C", code)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the rolling reboot did not finish in 3 minutes (most in maintenance at once: %d)", most)
+		}
 	}
 }
