@@ -171,7 +171,7 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 // maintenance (drained, "rebooted", restored), never more than 2 at once,
 // and the terminal shows the progress.
 func TestRollingDemo(t *testing.T) {
-	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	p.awaitLine("export KUBECONFIG=", 3*time.Minute)
 	p.awaitLine("Applied MaintenanceProfile rolling-reboot", time.Minute)
 	inMaintenance := regexp.MustCompile(`in-maintenance (\d+) \[`)

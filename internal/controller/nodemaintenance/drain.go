@@ -71,7 +71,13 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 		return 0, true, err
 	}
 	r.setDrainStatus(nm, plan, evicted, deleted, pdbs)
-	backoff := r.evicted.backoff(nm.Name, evicted.Count(drain.Refused) > 0, retryInterval(nm))
+	// Back off only while nothing moves: a round that evicted a pod made
+	// progress, and the next refusal is retried after the plain interval.
+	stuck := evicted.Count(drain.Refused) > 0 && evicted.Count(drain.Evicted) == 0
+	backoff := r.evicted.backoff(nm.Name, stuck, retryInterval(nm))
+	if backoff == 0 && evicted.Count(drain.Refused) > 0 {
+		backoff = retryInterval(nm)
+	}
 	return requeueFor(nm, evicted, deleted, backoff, s.now), true, nil
 }
 
