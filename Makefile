@@ -31,8 +31,8 @@ build: ## Build bin/pitstop.
 .PHONY: manifests
 manifests: tools ## Regenerate CRDs, RBAC and deep-copy code from api/ and the kubebuilder markers.
 	$(CONTROLLER_GEN) object paths=./api/...
-	$(CONTROLLER_GEN) crd rbac:roleName=pitstop-manager paths=./... \
-		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=pitstop-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify
 verify: tools ## Fail if generated files, formatting or go.mod are stale.
