@@ -1,0 +1,276 @@
+package importer
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+)
+
+// CRD bounds that engine.Compile does not check.
+const (
+	maxInstances          = 64   // spec.checks, spec.triggers
+	maxTransitions        = 16   // per state
+	maxTransitionTriggers = 16   // per transition
+	maxCheckLength        = 4096 // a transition's check expression
+)
+
+// convert builds one MaintenanceProfile per seed profile that converts,
+// then notes the instances no profile uses.
+func (c *converter) convert(s *seedConfig) []pitstopv1alpha1.MaintenanceProfile {
+	out := make([]pitstopv1alpha1.MaintenanceProfile, 0, len(s.profiles))
+	for _, p := range s.profiles {
+		if mp, ok := c.profile(p, s); ok {
+			out = append(out, mp)
+		}
+	}
+	for _, d := range s.checks {
+		if d.ok && !d.used {
+			c.notef(d.node, "%s is used by no profile, so it is not imported", d.what())
+		}
+	}
+	for _, d := range s.triggers {
+		if d.ok && !d.used {
+			c.notef(d.node, "%s is used by no profile, so it is not imported", d.what())
+		}
+	}
+	return out
+}
+
+// profileRefs are the instances one profile uses, by seed name.
+type profileRefs struct {
+	checks   map[string]*checkDef
+	triggers map[string]*triggerDef
+}
+
+// profile converts one seed profile. The seed's states become pitstop's
+// (operational, maintenanceRequired, inMaintenance), each transition's
+// check is copied as written (both use &&, || and ! over instance names),
+// its trigger chain "a && b" becomes the list [a, b], and next is copied.
+//
+// pitstop has no enter chains. The seed runs a state's enter chain after a
+// node entered the state, retrying it until it succeeds (a drain in the
+// enter chain of in-maintenance keeps the node there until it is empty).
+// The import appends the enter triggers to every transition into that
+// state from another state of the profile, after the transition's own
+// triggers, so they run in the same order. The difference: pitstop runs a
+// transition's triggers before the node changes state, and changes it once
+// they are all done, so the node is still in the state it leaves while,
+// say, the drain runs. A transition from a state into itself gets nothing:
+// the seed never enters a state it is in.
+//
+// Only the instances the profile uses are included in it, in the order of
+// the file.
+func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.MaintenanceProfile, bool) {
+	before := len(c.errs)
+	mp := pitstopv1alpha1.MaintenanceProfile{
+		TypeMeta:   metav1.TypeMeta{APIVersion: pitstopv1alpha1.GroupVersion.String(), Kind: "MaintenanceProfile"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name},
+	}
+	if errs := validation.IsDNS1123Subdomain(p.name); len(errs) > 0 {
+		c.errorf(p.nameNode, "profile %q: not a valid MaintenanceProfile name: %s", p.name, strings.Join(errs, "; "))
+	}
+	if p.name == "default" {
+		c.notef(p.nameNode, "profile \"default\": pitstop has no default profile; it picks only nodes labelled cloud.sap/maintenance-profile=default, or those spec.nodeSelector selects")
+	}
+	refs := profileRefs{checks: map[string]*checkDef{}, triggers: map[string]*triggerDef{}}
+	enter := c.enterTriggers(p, s, refs)
+	for i, st := range engine.States {
+		spec := st.Spec(&mp.Spec.States)
+		spec.Transitions = c.transitions(p, p.states[i], s, refs, enter)
+	}
+	for _, d := range s.checks {
+		if refs.checks[d.name] != nil {
+			mp.Spec.Checks = append(mp.Spec.Checks, c.scopeTo(d, p))
+		}
+	}
+	for _, d := range s.triggers {
+		if refs.triggers[d.name] != nil {
+			mp.Spec.Triggers = append(mp.Spec.Triggers, d.spec)
+		}
+	}
+	c.checkBounds(p, &mp)
+	if len(c.errs) > before {
+		return mp, false
+	}
+	if _, err := engine.Compile(&mp); err != nil {
+		c.errorf(p.node, "%v", err)
+		return mp, false
+	}
+	return mp, true
+}
+
+// enterTriggers resolves each state's enter chain to pitstop trigger
+// names, noting where they went, and warns about the notify chains.
+func (c *converter) enterTriggers(p *profileDef, s *seedConfig, refs profileRefs) map[pitstopv1alpha1.MaintenanceState][]string {
+	enter := map[pitstopv1alpha1.MaintenanceState][]string{}
+	for _, st := range p.states {
+		what := fmt.Sprintf("profile %q: %s", p.name, st.state)
+		if len(st.notify.names) > 0 {
+			c.resolveNotify(st.notify, s, what+": notify")
+		}
+		if len(st.enter.names) == 0 {
+			continue
+		}
+		var into []string
+		for _, from := range p.states {
+			for _, t := range from.transitions {
+				if t.next == st.state && from.state != st.state {
+					into = append(into, strconv.Itoa(t.node.Line))
+				}
+			}
+		}
+		if len(into) == 0 {
+			c.resolveTriggers(st.enter, s, nil, what+": enter") // for undefined names only
+			c.notef(st.enter.node, "%s: enter: no transition leads into %s from another state, so its enter chain never runs and is not imported", what, st.state)
+			continue
+		}
+		names := c.resolveTriggers(st.enter, s, &refs, what+": enter")
+		enter[st.state] = names
+		c.notef(st.enter.node, "%s: pitstop has no enter chains: %s now run%s last in each transition into %s (line%s %s), and the node enters %s once they are done",
+			what, strings.Join(names, ", "), plural(len(names), "", "s"), st.state, plural(len(into), "s", ""), strings.Join(into, ", "), st.state)
+	}
+	return enter
+}
+
+// transitions converts the transitions of one state.
+func (c *converter) transitions(p *profileDef, st stateDef, s *seedConfig, refs profileRefs, enter map[pitstopv1alpha1.MaintenanceState][]string) []pitstopv1alpha1.Transition {
+	var out []pitstopv1alpha1.Transition
+	for _, t := range st.transitions {
+		c.resolveChecks(t, st.state, s, refs)
+		triggers := c.resolveTriggers(t.trigger, s, &refs, t.what+": trigger")
+		if t.next == st.state {
+			c.warnf(t.node, "%s: leads back into %s: the seed does nothing when it passes, pitstop takes it (runs its triggers and restarts the state's clock)", t.what, st.state)
+		} else {
+			triggers = append(triggers, enter[t.next]...)
+		}
+		if len(triggers) > maxTransitionTriggers {
+			c.errorf(t.node, "%s: %d triggers (with the enter chain of %s), pitstop allows %d", t.what, len(triggers), t.next, maxTransitionTriggers)
+		}
+		out = append(out, pitstopv1alpha1.Transition{Check: t.check, Triggers: triggers, Next: t.next})
+	}
+	if len(out) > maxTransitions {
+		c.errorf(st.transitions[maxTransitions].node, "profile %q: %s: %d transitions, pitstop allows %d", p.name, st.state, len(out), maxTransitions)
+	}
+	return out
+}
+
+// resolveChecks finds the check instances a transition's expression uses
+// and compiles the expression as pitstop will.
+func (c *converter) resolveChecks(t *transitionDef, from pitstopv1alpha1.MaintenanceState, s *seedConfig, refs profileRefs) {
+	at := t.checkNode
+	if at == nil {
+		at = t.node
+	}
+	what := fmt.Sprintf("%s: check %q", t.what, t.check)
+	var undefined []string
+	for _, name := range t.checks {
+		i := slices.IndexFunc(s.checks, func(d *checkDef) bool { return d.name == name })
+		if i < 0 {
+			undefined = append(undefined, name)
+			continue
+		}
+		d := s.checks[i]
+		d.used = true
+		refs.checks[name] = d
+		c.checkUse(d, t, from)
+	}
+	if len(undefined) > 0 {
+		c.errorf(at, "%s: undefined check instance%s %s", what, plural(len(undefined), "s", ""), strings.Join(undefined, ", "))
+		return
+	}
+	if len(t.check) > maxCheckLength {
+		c.errorf(at, "%s: longer than the %d characters pitstop allows", what, maxCheckLength)
+		return
+	}
+	if _, err := engine.CompileExpression(t.check, t.checks); err != nil {
+		c.errorf(at, "%s: %v", what, err)
+	}
+}
+
+// checkUse refuses or warns about a check used where it does not mean in
+// pitstop what it meant in the seed.
+func (c *converter) checkUse(d *checkDef, t *transitionDef, from pitstopv1alpha1.MaintenanceState) {
+	switch {
+	case d.spec.Affinity != nil && from != pitstopv1alpha1.StateMaintenanceRequired:
+		c.errorf(t.node, "%s: %s is an affinity check, which orders nodes in maintenance-required only, not in %s", t.what, d.what(), from)
+	case d.spec.Stagger != nil && t.next != pitstopv1alpha1.StateInMaintenance:
+		c.warnf(t.node, "%s: %s staggers this transition into %s in the seed; pitstop's stagger spaces out entries into in-maintenance, whatever transition uses it", t.what, d.what(), t.next)
+	}
+}
+
+// resolveTriggers maps a trigger chain to pitstop trigger names, and
+// records them as used by the profile unless refs is nil.
+func (c *converter) resolveTriggers(ch chain, s *seedConfig, refs *profileRefs, what string) []string {
+	var names, undefined []string
+	for _, name := range ch.names {
+		i := slices.IndexFunc(s.triggers, func(d *triggerDef) bool { return d.name == name })
+		if i < 0 {
+			undefined = append(undefined, name)
+			continue
+		}
+		d := s.triggers[i]
+		if refs != nil {
+			d.used = true
+			refs.triggers[name] = d
+		}
+		names = append(names, d.spec.Name)
+	}
+	if len(undefined) > 0 {
+		c.errorf(ch.node, "%s %q: undefined trigger instance%s %s", what, ch.text, plural(len(undefined), "s", ""), strings.Join(undefined, ", "))
+	}
+	return names
+}
+
+// resolveNotify checks a notification chain's names, then drops it.
+func (c *converter) resolveNotify(ch chain, s *seedConfig, what string) {
+	var undefined []string
+	for _, name := range ch.names {
+		if !slices.ContainsFunc(s.notifies, func(n *instance) bool { return n.name == name }) {
+			undefined = append(undefined, name)
+		}
+	}
+	if len(undefined) > 0 {
+		c.errorf(ch.node, "%s %q: undefined notification instance%s %s", what, ch.text, plural(len(undefined), "s", ""), strings.Join(undefined, ", "))
+		return
+	}
+	c.warnf(ch.node, "%s %q is dropped: pitstop has no notifications yet", what, ch.text)
+}
+
+// scopeTo returns the check as the profile uses it: a maxMaintenance whose
+// profile option names this profile counts only this profile's nodes.
+// Naming another profile has no equivalent in pitstop.
+func (c *converter) scopeTo(d *checkDef, p *profileDef) pitstopv1alpha1.CheckInstance {
+	spec := *d.spec.DeepCopy()
+	switch d.scope {
+	case "":
+	case p.name:
+		spec.MaxMaintenance.ProfileScoped = true
+	default:
+		c.errorf(d.scopeNode, "%s: profile: counts the nodes of profile %q, but profile %q uses it: pitstop's maxMaintenance counts either every node in maintenance or the nodes of the profile that uses it", d.what(), d.scope, p.name)
+	}
+	return spec
+}
+
+// checkBounds applies the CRD's list bounds.
+func (c *converter) checkBounds(p *profileDef, mp *pitstopv1alpha1.MaintenanceProfile) {
+	if n := len(mp.Spec.Checks); n > maxInstances {
+		c.errorf(p.node, "profile %q uses %d check instances, pitstop allows %d", p.name, n, maxInstances)
+	}
+	if n := len(mp.Spec.Triggers); n > maxInstances {
+		c.errorf(p.node, "profile %q uses %d trigger instances, pitstop allows %d", p.name, n, maxInstances)
+	}
+}
+
+func plural(n int, many, one string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

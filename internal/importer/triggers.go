@@ -1,0 +1,149 @@
+package importer
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+)
+
+// triggerDef is a seed trigger instance converted to pitstop's form.
+type triggerDef struct {
+	instance
+	ok   bool
+	spec pitstopv1alpha1.TriggerInstance
+}
+
+// triggerPlugin converts the config of one seed trigger plugin type.
+type triggerPlugin struct {
+	fields  []string
+	convert func(p *pluginConfig, d *triggerDef)
+}
+
+// triggerPlugins are the seed's trigger plugins pitstop has, by type.
+var triggerPlugins = map[string]triggerPlugin{
+	"alterLabel":      {[]string{"key", "value", "remove"}, func(p *pluginConfig, d *triggerDef) { d.spec.AlterLabel = alter(p) }},
+	"alterAnnotation": {[]string{"key", "value", "remove"}, func(p *pluginConfig, d *triggerDef) { d.spec.AlterAnnotation = alter(p) }},
+	"alterFinalizer": {[]string{"key", "remove"}, func(p *pluginConfig, d *triggerDef) {
+		d.spec.AlterFinalizer = &pitstopv1alpha1.AlterFinalizerTrigger{Key: p.key(), Remove: p.boolean("remove")}
+	}},
+	"eviction": {[]string{"action", "deletionTimeout", "evictionTimeout", "forceEviction"}, convertEviction},
+}
+
+// unsupportedTriggers are the seed's trigger plugins pitstop does not
+// have, with the reason.
+var unsupportedTriggers = map[string]string{
+	"alterHypervisor": "pitstop does not change OpenStack Hypervisor resources",
+}
+
+// triggerInstance converts a seed trigger instance. The seed splits
+// trigger chains at && only, so its trigger names may hold any character
+// (the flatcar example has reboot-ok); pitstop's are letters, digits and
+// _, so other characters become _ with a note.
+func (c *converter) triggerInstance(inst *instance, cfg *yaml.Node) *triggerDef {
+	d := &triggerDef{instance: *inst, spec: pitstopv1alpha1.TriggerInstance{Name: triggerName(inst.name)}}
+	if inst.unexpanded {
+		return d
+	}
+	plugin, known := triggerPlugins[inst.typ]
+	if why, unsupported := unsupportedTriggers[inst.typ]; unsupported {
+		c.errorf(inst.typeNode, "%s: plugin type %q is not supported: %s", inst.what(), inst.typ, why)
+		return d
+	}
+	if !known {
+		c.errorf(inst.typeNode, "%s: unknown plugin type %q", inst.what(), inst.typ)
+		return d
+	}
+	if len(d.spec.Name) > maxNameLength {
+		c.errorf(inst.node, "%s: a trigger name must be at most %d characters", inst.what(), maxNameLength)
+		return d
+	}
+	if d.spec.Name != inst.name {
+		c.notef(inst.node, "%s is named %s: pitstop's trigger names are letters, digits and _", inst.what(), d.spec.Name)
+	}
+	before := len(c.errs)
+	plugin.convert(c.pluginConfig(inst, cfg, plugin.fields...), d)
+	if len(c.errs) > before {
+		return d
+	}
+	if _, err := trigger.New(d.spec); err != nil {
+		c.errorf(inst.node, "%s: %v", inst.what(), err)
+		return d
+	}
+	d.ok = true
+	return d
+}
+
+// triggerName is a seed trigger name made a pitstop one: every character
+// other than letters, digits and _ becomes _, and a leading digit gets a _
+// in front.
+func triggerName(seed string) string {
+	name := strings.Map(func(r rune) rune {
+		if r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return '_'
+	}, seed)
+	if name == "" || ('0' <= name[0] && name[0] <= '9') {
+		name = "_" + name
+	}
+	return name
+}
+
+// uniqueTriggerNames refuses two seed triggers that triggerName maps to
+// one pitstop name (reboot-ok and reboot_ok).
+func (c *converter) uniqueTriggerNames(list []*triggerDef) {
+	seen := map[string]*triggerDef{}
+	for _, d := range list {
+		prev, dup := seen[d.spec.Name]
+		switch {
+		case !dup:
+			seen[d.spec.Name] = d
+		case prev.name != d.name: // the same name twice is reported by uniqueNames
+			c.errorf(d.node, "%s and %q (line %d) would both be named %s in pitstop: rename one", d.what(), prev.name, prev.node.Line, d.spec.Name)
+		}
+	}
+}
+
+// alter converts alterLabel and alterAnnotation. The seed sets the key to
+// its value, "" when none is given, unless remove is set; pitstop wants
+// the value spelled out.
+func alter(p *pluginConfig) *pitstopv1alpha1.AlterTrigger {
+	a := &pitstopv1alpha1.AlterTrigger{Key: p.key(), Remove: p.boolean("remove")}
+	if !a.Remove {
+		v := p.str("value", false)
+		a.Value = &v
+	}
+	return a
+}
+
+// convertEviction maps the seed's eviction actions onto pitstop's
+// NodeMaintenance triggers: drain creates one (it cordons, then drains),
+// uncordon deletes it (which uncordons). pitstop has no trigger that only
+// cordons.
+func convertEviction(p *pluginConfig, d *triggerDef) {
+	switch action := p.str("action", true); action {
+	case "drain":
+		d.spec.Drain = &pitstopv1alpha1.DrainTrigger{}
+		p.c.warnf(p.node("action"), "%s: pitstop's drain leaves pods that no controller owns in place and waits for them (drain.unmanagedPods: Block), where the seed evicted them; set drain.unmanagedPods: Delete to keep the seed's behaviour", p.what)
+	case "uncordon":
+		d.spec.Restore = &pitstopv1alpha1.RestoreTrigger{}
+		p.c.notef(p.node("action"), "%s: uncordon becomes restore: it deletes the node's NodeMaintenance, which uncordons the node", p.what)
+	case "cordon":
+		p.errorf("action", "\"cordon\" is not supported: pitstop has no trigger that only cordons; its drain trigger cordons the node before it evicts, so a cordon followed by a drain can be dropped")
+	case "":
+	default:
+		p.errorf("action", "%q is not one of drain, cordon or uncordon", action)
+	}
+	for _, key := range []string{"deletionTimeout", "evictionTimeout"} {
+		if p.has(key) {
+			p.duration(key, false)
+			p.notef(key, "%s is dropped: the seed's drain no longer uses it, and pitstop's waits as long as it takes unless drain.timeout is set", key)
+		}
+	}
+	if p.boolean("forceEviction") {
+		p.warnf("forceEviction", "forceEviction is dropped: pitstop does not force-delete pods stuck terminating; drain.timeout with drain.onTimeout: ForceDelete bounds a drain instead")
+	}
+}
