@@ -172,8 +172,10 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 // and the terminal shows the progress.
 func TestRollingDemo(t *testing.T) {
 	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
-	p.awaitLine("export KUBECONFIG=", 3*time.Minute)
+	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
+	environ, _ := devEnv(t, line)
 	p.awaitLine("Applied MaintenanceProfile rolling-reboot", time.Minute)
+	last := ""
 	inMaintenance := regexp.MustCompile(`in-maintenance (\d+) \[`)
 	deadline := time.After(3 * time.Minute)
 	most := 0
@@ -187,6 +189,7 @@ func TestRollingDemo(t *testing.T) {
 			if m == nil {
 				continue
 			}
+			last = line
 			n, _ := strconv.Atoi(m[1])
 			most = max(most, n)
 			if n > 2 {
@@ -202,6 +205,10 @@ func TestRollingDemo(t *testing.T) {
 				return
 			}
 		case <-deadline:
+			t.Logf("last progress: %s", last)
+			t.Logf("NodeMaintenances:\n%s", kubectl(t, environ, "get", "nm", "-o", `custom-columns=NAME:.metadata.name,PHASE:.status.phase,DRAINED:.status.conditions[?(@.type=="Drained")].message`))
+			t.Logf("nodes:\n%s", kubectl(t, environ, "get", "nodes", "-L", "pitstop.dev/state"))
+			t.Logf("events:\n%s", kubectl(t, environ, "get", "events", "-A", "--sort-by=.lastTimestamp"))
 			t.Fatalf("the rolling reboot did not finish in 3 minutes (most in maintenance at once: %d)", most)
 		}
 	}
