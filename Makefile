@@ -10,7 +10,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/pitstop-dev/pitstop/internal/version.Version=$(VERSION) \
            -X github.com/pitstop-dev/pitstop/internal/version.Commit=$(COMMIT)
-GO_TEST_FLAGS ?= -race -count=1 -timeout 20m
+# One package at a time: several packages start real control planes, and on
+# 2 cores two of them at once starve each other's simulated kubelets (the
+# rolling demo then stalls on PodDisruptionBudgets that never see their pods
+# Ready again).
+GO_TEST_FLAGS ?= -race -count=1 -timeout 20m -p 1
 
 .PHONY: help
 help: ## Show the targets.
