@@ -102,6 +102,27 @@ func (o WebhookOptions) clientConfig(path string) (admissionregistrationv1.Webho
 		}
 }
 
+// validatingWebhook is the configuration of the webhook that judges
+// creates and updates of one pitstop.dev resource.
+func validatingWebhook(resource string, cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name:                    resource + "." + pitstopv1alpha1.GroupVersion.Group,
+		ClientConfig:            cc,
+		AdmissionReviewVersions: []string{"v1"},
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+		TimeoutSeconds:          ptr.To[int32](5),
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{pitstopv1alpha1.GroupVersion.Group},
+				APIVersions: []string{pitstopv1alpha1.GroupVersion.Version},
+				Resources:   []string{resource},
+			},
+		}},
+	}
+}
+
 // setupWebhook registers the webhook handlers, puts the serving certificate
 // in CertDir (the server reads it when it starts) and keeps it renewed.
 func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts Options) error {
@@ -124,41 +145,13 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 		CertDir:           opts.Webhook.CertDir,
 		Hosts:             hosts,
 		WebhookConfigName: opts.Webhook.ConfigName,
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "nodemaintenances.pitstop.dev",
-			ClientConfig:            cc,
-			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			// Refusing when pitstop is down is safer than letting through a
-			// maintenance that would break quorum; deletes are never blocked.
-			FailurePolicy:  ptr.To(admissionregistrationv1.Fail),
-			TimeoutSeconds: ptr.To[int32](5),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups:   []string{pitstopv1alpha1.GroupVersion.Group},
-					APIVersions: []string{pitstopv1alpha1.GroupVersion.Version},
-					Resources:   []string{"nodemaintenances"},
-				},
-			}},
-		}, {
-			Name:                    "maintenanceprofiles.pitstop.dev",
-			ClientConfig:            profileCC,
-			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			// A profile refused while pitstop is down can be applied again; one
-			// admitted unchecked would only be reported, never run.
-			FailurePolicy:  ptr.To(admissionregistrationv1.Fail),
-			TimeoutSeconds: ptr.To[int32](5),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups:   []string{pitstopv1alpha1.GroupVersion.Group},
-					APIVersions: []string{pitstopv1alpha1.GroupVersion.Version},
-					Resources:   []string{"maintenanceprofiles"},
-				},
-			}},
-		}},
+		// Both webhooks fail closed: a NodeMaintenance that might break quorum
+		// or a profile that might not compile is refused while no replica
+		// answers, and can be applied again; deletes are never judged.
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{
+			validatingWebhook("nodemaintenances", cc),
+			validatingWebhook("maintenanceprofiles", profileCC),
+		},
 	})
 	if err != nil {
 		return err
