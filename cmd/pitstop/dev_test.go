@@ -173,7 +173,7 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 func TestRollingDemo(t *testing.T) {
 	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
-	environ, _ := devEnv(t, line)
+	environ, dir := devEnv(t, line)
 	p.awaitLine("Applied MaintenanceProfile rolling-reboot", time.Minute)
 	last := ""
 	inMaintenance := regexp.MustCompile(`in-maintenance (\d+) \[`)
@@ -205,10 +205,18 @@ func TestRollingDemo(t *testing.T) {
 				return
 			}
 		case <-deadline:
-			t.Logf("last progress: %s", last)
-			t.Logf("NodeMaintenances:\n%s", kubectl(t, environ, "get", "nm", "-o", `custom-columns=NAME:.metadata.name,PHASE:.status.phase,DRAINED:.status.conditions[?(@.type=="Drained")].message`))
-			t.Logf("nodes:\n%s", kubectl(t, environ, "get", "nodes", "-L", "pitstop.dev/state"))
+			// CI shows the end of the output: the long lists first, the
+			// summary last.
 			t.Logf("events:\n%s", kubectl(t, environ, "get", "events", "-A", "--sort-by=.lastTimestamp"))
+			t.Logf("pods:\n%s", kubectl(t, environ, "get", "pods", "-n", "demo", "-o", "wide"))
+			for _, component := range []string{"kwok", "kube-controller-manager"} {
+				log, _ := os.ReadFile(filepath.Join(dir, "logs", component+".log"))
+				lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+				t.Logf("last lines of %s.log:\n%s", component, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+			}
+			t.Logf("nodes:\n%s", kubectl(t, environ, "get", "nodes", "-L", "pitstop.dev/state"))
+			t.Logf("NodeMaintenances:\n%s", kubectl(t, environ, "get", "nm", "-o", `custom-columns=NAME:.metadata.name,PHASE:.status.phase,DRAINED:.status.conditions[?(@.type=="Drained")].message`))
+			t.Logf("last progress: %s", last)
 			t.Fatalf("the rolling reboot did not finish in 3 minutes (most in maintenance at once: %d)", most)
 		}
 	}

@@ -52,7 +52,7 @@ options:
   podPlayStageParallelism: 110
   nodePlayStageParallelism: 16
   nodeLeaseParallelism: 16
-`
+` + podReadyAgainStage
 	return f, os.WriteFile(f.kwokConfig, []byte(kwok), 0o600)
 }
 
@@ -135,3 +135,44 @@ func kwokArgs(kubeconfig, stages, config string) []string {
 		"--cidr=10.128.0.0/9",
 	}
 }
+
+// podReadyAgainStage makes kwok do what a kubelet does once it reaches the
+// API server again: report its running pods Ready. When a heartbeat comes
+// late (a loaded machine), the node lifecycle controller marks every pod of
+// the node not Ready; kwok's own stages only ever make Pending pods Ready, so
+// those pods would stay unready for good and every PodDisruptionBudget over
+// them would refuse evictions forever.
+const podReadyAgainStage = `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values:
+      - 'True'
+  delay:
+    durationMilliseconds: 1000
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+`

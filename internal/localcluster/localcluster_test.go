@@ -127,6 +127,54 @@ func TestEvictedReplicasComeBackElsewhere(t *testing.T) {
 	assertGone(t, pids, dir)
 }
 
+// TestPodsBecomeReadyAgain marks a running pod not Ready, as the node
+// lifecycle controller does when a heartbeat comes late, and expects the
+// simulated kubelet to report it Ready again, as a real one does once it
+// reaches the API server.
+func TestPodsBecomeReadyAgain(t *testing.T) {
+	opts := DefaultOptions()
+	opts.ControlPlaneNodes = 0
+	opts.Workers = 1
+	c := startForTest(t, opts)
+	ctx := t.Context()
+	err := c.Apply(ctx, Workloads{
+		Namespace:   &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}},
+		Deployments: []*appsv1.Deployment{Deployment("shop", "web", 1)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AwaitWorkloads(ctx, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	pods, err := c.Clientset.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("listing pods: %d, %v", len(pods.Items), err)
+	}
+	pod := &pods.Items[0]
+	for i, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			pod.Status.Conditions[i].Status = corev1.ConditionFalse
+			pod.Status.Conditions[i].Reason = "NodeNotReady"
+		}
+	}
+	if _, err := c.Clientset.CoreV1().Pods("shop").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(t, 30*time.Second, func() error {
+		p, err := c.Clientset.CoreV1().Pods("shop").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("pod %s is still not Ready: %+v", p.Name, p.Status.Conditions)
+	})
+}
+
 // TestTwoClustersSideBySide starts two clusters at once: ports are picked
 // free, so neither sees the other.
 func TestTwoClustersSideBySide(t *testing.T) {
