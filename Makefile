@@ -5,6 +5,8 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 BIN := $(CURDIR)/bin
+BENCH ?= .
+BENCHFLAGS ?=
 CONTROLLER_GEN := $(BIN)/controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -55,8 +57,8 @@ demo: tools build ## Start a 20-node local cluster with sample workloads and run
 	@exec $(BIN)/pitstop dev
 
 .PHONY: bench
-bench: tools ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md).
-	go test -run '^$$' -bench . -benchtime 1x -timeout 60m -v ./test/bench/...
+bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md). BENCH=regexp picks some, BENCHFLAGS passes flags.
+	go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 120m -v ./test/bench/... -args $(BENCHFLAGS)
 
 .PHONY: clean
 clean: ## Remove bin/ (the next `make tools` is a cold build).

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -183,9 +182,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		RenewDeadline:                 &opts.RenewDeadline,
 		RetryPeriod:                   &opts.RetryPeriod,
 		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
-		// Pods are cached cluster-wide for the drains; their managed fields
-		// are most of their size and pitstop never reads them.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:                         cacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

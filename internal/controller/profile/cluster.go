@@ -3,6 +3,7 @@ package profile
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,11 +14,13 @@ import (
 )
 
 // clusterView is the read-only view of the cluster checks get, read from
-// the manager's cache once per reconcile and only when a check asks.
+// the manager's cache once per reconcile and only when a check asks. The
+// nodes are the cache's own objects, not copies: nothing here changes them.
 type clusterView struct {
 	ctx      context.Context
 	reader   client.Reader
 	profiles []pitstopv1alpha1.MaintenanceProfile
+	records  *recordCache
 	nodes    []corev1.Node
 	loaded   bool
 }
@@ -28,8 +31,56 @@ func (v *clusterView) load() {
 	}
 	v.loaded = true
 	list := &corev1.NodeList{}
-	if err := v.reader.List(v.ctx, list); err == nil {
+	if err := v.reader.List(v.ctx, list, client.UnsafeDisableDeepCopy); err == nil {
 		v.nodes = list.Items
+		v.records.prune(v.nodes)
+	}
+}
+
+// recordCache keeps each node's decoded record for the node's current
+// version, so that checks counting over the fleet decode a node once per
+// change rather than once per evaluation of every other node. Records
+// handed out are shared: read them, never change them.
+type recordCache struct {
+	mu     sync.Mutex
+	byNode map[string]cachedRecord
+}
+
+type cachedRecord struct {
+	version string
+	record  engine.Record
+	err     error
+}
+
+func newRecordCache() *recordCache { return &recordCache{byNode: map[string]cachedRecord{}} }
+
+func (c *recordCache) read(n *corev1.Node) (engine.Record, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byNode[n.Name]; ok && n.ResourceVersion != "" && e.version == n.ResourceVersion {
+		return e.record, e.err
+	}
+	rec, err := engine.ReadRecord(n)
+	c.byNode[n.Name] = cachedRecord{version: n.ResourceVersion, record: rec, err: err}
+	return rec, err
+}
+
+// prune forgets nodes that are gone, once they are a good share of the
+// entries.
+func (c *recordCache) prune(nodes []corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.byNode) <= 2*len(nodes)+16 {
+		return
+	}
+	live := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		live[nodes[i].Name] = true
+	}
+	for name := range c.byNode {
+		if !live[name] {
+			delete(c.byNode, name)
+		}
 	}
 }
 
@@ -62,7 +113,7 @@ func (v *clusterView) ProfileNodes(profile string) []corev1.Node {
 
 // StateOf reads a node's state in a profile from its record.
 func (v *clusterView) StateOf(node *corev1.Node, profile string) (pitstopv1alpha1.MaintenanceState, bool) {
-	rec, err := engine.ReadRecord(node)
+	rec, err := v.records.read(node)
 	if err != nil {
 		return "", false
 	}
@@ -84,7 +135,7 @@ func (v *clusterView) EnteredMaintenance(profile string) []time.Time {
 	v.load()
 	var out []time.Time
 	for i := range v.nodes {
-		rec, err := engine.ReadRecord(&v.nodes[i])
+		rec, err := v.records.read(&v.nodes[i])
 		if err != nil {
 			continue
 		}

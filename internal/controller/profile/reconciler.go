@@ -43,6 +43,7 @@ type Reconciler struct {
 	slots     *budget.Slots
 	clock     clock.PassiveClock
 	profiles  *registry
+	records   *recordCache
 
 	// decisions keeps each node's last evaluation per profile, for the
 	// dashboard and `pitstop explain`.
@@ -72,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	record.Sync(selected, now)
 
 	want := node.DeepCopy()
-	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items}
+	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items, records: r.records}
 	var requeue time.Duration
 	var releases []string
 	names := make([]string, 0, len(record.Profiles))

@@ -45,6 +45,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		slots:     &budget.Slots{Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()}, Namespace: opts.LeaseNamespace},
 		clock:     clock.RealClock{},
 		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
+		records:   newRecordCache(),
 		decisions: map[string]map[string]engine.Decision{},
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -59,7 +60,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	status := &statusReconciler{client: mgr.GetClient(), profiles: r.profiles}
+	status := &statusReconciler{client: mgr.GetClient(), profiles: r.profiles, records: r.records}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("profile-status").
 		For(&pitstopv1alpha1.MaintenanceProfile{}).
@@ -130,6 +131,7 @@ func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
 type statusReconciler struct {
 	client   client.Client
 	profiles *registry
+	records  *recordCache
 }
 
 func (s *statusReconciler) allProfiles(ctx context.Context, _ client.Object) []reconcile.Request {
@@ -171,7 +173,7 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	meta.SetStatusCondition(&p.Status.Conditions, ready)
 
 	nodes := &corev1.NodeList{}
-	if err := s.client.List(ctx, nodes); err != nil {
+	if err := s.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	counts := map[pitstopv1alpha1.MaintenanceState]int32{
@@ -179,7 +181,7 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	var last time.Time
 	for i := range nodes.Items {
-		rec, err := engine.ReadRecord(&nodes.Items[i])
+		rec, err := s.records.read(&nodes.Items[i])
 		if err != nil {
 			continue
 		}

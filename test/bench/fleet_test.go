@@ -1,0 +1,440 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/install"
+	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+var (
+	fleetSizes       = flag.String("fleet-sizes", "100,300,1000", "fleet sizes BenchmarkFleet maintains, comma-separated")
+	fleetPods        = flag.Int("fleet-pods-per-node", 30, "pods per node in BenchmarkFleet (30 Deployments with one replica per node each)")
+	fleetMaintenance = flag.Duration("fleet-maintenance", 20*time.Second, "how long each node of BenchmarkFleet stays in maintenance once drained")
+	pitstopBinary    = flag.String("pitstop-binary", "../../bin/pitstop", "the pitstop binary BenchmarkFleet runs as the manager (make build)")
+)
+
+const (
+	fleetNamespace  = "fleet"
+	fleetProfile    = "fleet"
+	fleetAnnotation = "bench.pitstop.dev/maintain"
+	managerNS       = "pitstop-system"
+)
+
+// BenchmarkFleet maintains every worker of a simulated fleet (100, 300 and
+// 1,000 nodes, 30 pods each) through one MaintenanceProfile: every node is
+// annotated at once; the profile admits 10% of the fleet at a time
+// (maxMaintenance), drains each admitted node, keeps it in maintenance for
+// a fixed time and restores it. The manager runs as its own process
+// (bin/pitstop run), so that its peak resident memory is its own.
+//
+// It reports the makespan against the lower bound ceil(N / budget) ×
+// (median drain + maintenance time), the manager's peak RSS, the API
+// requests the manager sent per node maintained, and the most nodes ever
+// seen in maintenance at once (which must not exceed the budget).
+func BenchmarkFleet(b *testing.B) {
+	binary, err := filepath.Abs(*pitstopBinary)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := os.Stat(binary); err != nil {
+		b.Fatalf("%v: build it with `make build`", err)
+	}
+	for _, field := range strings.Split(*fleetSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n < 10 {
+			b.Fatalf("-fleet-sizes: %q is not a fleet size of at least 10", field)
+		}
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			for range b.N {
+				runFleet(b, binary, n)
+			}
+		})
+	}
+}
+
+// fleetResult is what one run measured.
+type fleetResult struct {
+	makespan, drain, lowerBound time.Duration
+	mostInMaintenance           int
+	mostDraining                int
+	peakRSS                     int64 // bytes
+	requests                    float64
+}
+
+func runFleet(b *testing.B, binary string, nodes int) {
+	ctx := b.Context()
+	opts := localcluster.DefaultOptions()
+	opts.ControlPlaneNodes = 0
+	opts.Workers = nodes
+	opts.StartTimeout = 5 * time.Minute
+	start := time.Now()
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			b.Errorf("stopping the local cluster: %v", err)
+		}
+	})
+	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := install.CRDs(ctx, cl, crds); err != nil {
+		b.Fatal(err)
+	}
+	for _, ns := range []string{fleetNamespace, managerNS} {
+		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w := localcluster.Workloads{}
+	for i := range *fleetPods {
+		w.Deployments = append(w.Deployments, localcluster.Deployment(fleetNamespace, fmt.Sprintf("app-%02d", i), int32(nodes)))
+	}
+	if err := c.Apply(ctx, w); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.AwaitWorkloads(ctx, fleetNamespace); err != nil {
+		b.Fatal(err)
+	}
+	spread, err := podSpread(ctx, cl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d nodes, %d pods running (%s) after %.0fs", nodes, nodes**fleetPods, spread, time.Since(start).Seconds())
+
+	m := startManagerProcess(b, binary, c.KubeconfigPath)
+	budget := int(math.Ceil(float64(nodes) / 10))
+	if err := cl.Create(ctx, fleetProfileFor(budget)); err != nil {
+		b.Fatal(err)
+	}
+	res, err := maintainFleet(ctx, cl, m, nodes, budget)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("nodes=%d budget=%d: makespan %.1fs, lower bound %.1fs (ceil(%d/%d) × (median drain %.2fs + maintenance %s)), ratio %.3f",
+		nodes, budget, res.makespan.Seconds(), res.lowerBound.Seconds(), nodes, budget, res.drain.Seconds(), *fleetMaintenance,
+		res.makespan.Seconds()/res.lowerBound.Seconds())
+	b.Logf("nodes=%d: most in maintenance at once %d, most drains at once %d (budget %d); manager peak RSS %.0f MB; %.1f API requests per node",
+		nodes, res.mostInMaintenance, res.mostDraining, budget, float64(res.peakRSS)/(1<<20), res.requests)
+	if res.mostInMaintenance > budget || res.mostDraining > budget {
+		b.Errorf("the budget of %d was exceeded: %d in maintenance, %d draining at once", budget, res.mostInMaintenance, res.mostDraining)
+	}
+	b.ReportMetric(res.makespan.Seconds(), "makespan-s")
+	b.ReportMetric(res.makespan.Seconds()/res.lowerBound.Seconds(), "makespan/bound")
+	b.ReportMetric(float64(res.peakRSS)/(1<<20), "peak-RSS-MB")
+	b.ReportMetric(res.requests, "requests/node")
+}
+
+// fleetProfileFor is the benchmark's profile: annotated nodes wait for one
+// of budget slots, are drained, stay in maintenance for the fixed time and
+// come back with the annotation removed.
+func fleetProfileFor(budget int) *pitstopv1alpha1.MaintenanceProfile {
+	return &pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: fleetProfile},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{localcluster.LabelWorker: ""}},
+			Checks: []pitstopv1alpha1.CheckInstance{
+				{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: fleetAnnotation}},
+				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: int32(budget), ProfileScoped: true}},
+				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: metav1.Duration{Duration: *fleetMaintenance}}},
+			},
+			Triggers: []pitstopv1alpha1.TriggerInstance{
+				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+				{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}},
+				{Name: "clear", AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: fleetAnnotation, Remove: true}},
+			},
+			States: pitstopv1alpha1.StatesSpec{
+				Operational: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+					{Check: "wanted", Next: pitstopv1alpha1.StateMaintenanceRequired},
+				}},
+				MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+					{Check: "budget", Triggers: []string{"drain"}, Next: pitstopv1alpha1.StateInMaintenance},
+				}},
+				InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+					{Check: "done", Triggers: []string{"restore", "clear"}, Next: pitstopv1alpha1.StateOperational},
+				}},
+			},
+		},
+	}
+}
+
+// maintainFleet annotates every node at once and watches nodes and
+// NodeMaintenances until every node has been through maintenance.
+func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, nodes, budget int) (fleetResult, error) {
+	var res fleetResult
+	nodeList := &corev1.NodeList{}
+	if err := cl.List(ctx, nodeList); err != nil {
+		return res, err
+	}
+	nmList := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := cl.List(ctx, nmList); err != nil {
+		return res, err
+	}
+	nodeWatch, err := cl.Watch(ctx, &corev1.NodeList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: nodeList.ResourceVersion}})
+	if err != nil {
+		return res, err
+	}
+	defer nodeWatch.Stop()
+	nmWatch, err := cl.Watch(ctx, &pitstopv1alpha1.NodeMaintenanceList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: nmList.ResourceVersion}})
+	if err != nil {
+		return res, err
+	}
+	defer nmWatch.Stop()
+	requestsBefore, err := m.requests()
+	if err != nil {
+		return res, err
+	}
+
+	start := time.Now()
+	if err := annotateAll(ctx, cl, nodeList.Items); err != nil {
+		return res, err
+	}
+	inMaintenance := map[string]bool{}
+	done := map[string]bool{}
+	created := map[string]time.Time{}
+	drained := map[string]bool{}
+	var drains []time.Duration
+	timeout := time.After(time.Duration(nodes/budget+2) * (*fleetMaintenance + 2*time.Minute))
+	for len(done) < nodes {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-timeout:
+			return res, fmt.Errorf("%d of %d nodes maintained before the timeout", len(done), nodes)
+		case ev, ok := <-nodeWatch.ResultChan():
+			if !ok {
+				return res, errors.New("the node watch ended")
+			}
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			inMaintenance[n.Name] = n.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
+			res.mostInMaintenance = max(res.mostInMaintenance, count(inMaintenance))
+			rec, err := engine.ReadRecord(n)
+			if err == nil && rec.Profiles[fleetProfile].Previous == pitstopv1alpha1.StateInMaintenance &&
+				n.Annotations[fleetAnnotation] == "" && !n.Spec.Unschedulable {
+				done[n.Name] = true
+			}
+		case ev, ok := <-nmWatch.ResultChan():
+			if !ok {
+				return res, errors.New("the NodeMaintenance watch ended")
+			}
+			nm, ok := ev.Object.(*pitstopv1alpha1.NodeMaintenance)
+			if !ok {
+				continue
+			}
+			switch {
+			case ev.Type == watch.Added:
+				created[nm.Name] = time.Now()
+			case ev.Type == watch.Deleted:
+				delete(created, nm.Name)
+				delete(drained, nm.Name)
+			case !drained[nm.Name] && meta.IsStatusConditionTrue(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained):
+				drained[nm.Name] = true
+				drains = append(drains, time.Since(created[nm.Name]))
+			}
+			res.mostDraining = max(res.mostDraining, len(created))
+		}
+	}
+	res.makespan = time.Since(start)
+	requestsAfter, err := m.requests()
+	if err != nil {
+		return res, err
+	}
+	res.requests = (requestsAfter - requestsBefore) / float64(nodes)
+	res.peakRSS, err = m.peakRSS()
+	if err != nil {
+		return res, err
+	}
+	slices.Sort(drains)
+	if len(drains) > 0 {
+		res.drain = drains[len(drains)/2]
+	}
+	rounds := (nodes + budget - 1) / budget
+	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
+	return res, nil
+}
+
+func count(set map[string]bool) int {
+	n := 0
+	for _, v := range set {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+// annotateAll marks every node for maintenance, 32 patches in flight.
+func annotateAll(ctx context.Context, cl client.Client, nodes []corev1.Node) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+fleetAnnotation+`":"true"}}}`))
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i := range nodes {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := cl.Patch(ctx, &nodes[i], patch); err != nil {
+				mu.Lock()
+				first = cmpErr(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// podSpread says how evenly the fleet's pods are spread: the fewest and
+// most pods on a node.
+func podSpread(ctx context.Context, cl client.Client) (string, error) {
+	pods := &corev1.PodList{}
+	if err := cl.List(ctx, pods, client.InNamespace(fleetNamespace)); err != nil {
+		return "", err
+	}
+	per := map[string]int{}
+	for _, p := range pods.Items {
+		per[p.Spec.NodeName]++
+	}
+	lo, hi := math.MaxInt, 0
+	for _, n := range per {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	return fmt.Sprintf("%d to %d pods a node", lo, hi), nil
+}
+
+// managerProcess is `pitstop run` started by the benchmark.
+type managerProcess struct {
+	cmd     *exec.Cmd
+	metrics string
+}
+
+// startManagerProcess runs the pitstop binary against the cluster, without
+// leader election or webhook (the benchmark's profile is valid), and waits
+// until it is ready.
+func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProcess {
+	b.Helper()
+	metricsPort, healthPort := testutil.FreePort(b), testutil.FreePort(b)
+	cmd := exec.Command(binary, "run", "--kubeconfig="+kubeconfig, "--leader-elect=false", "--webhook-port=0",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
+		"--log-level=error")
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+managerNS)
+	logFile, err := os.Create(filepath.Join(b.TempDir(), "pitstop.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if b.Failed() {
+			log, _ := os.ReadFile(logFile.Name())
+			lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+			b.Logf("last lines of the manager's log:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		}
+	})
+	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
+	err = wait.PollUntilContextTimeout(b.Context(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		resp, err := http.Get(ready)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		b.Fatalf("the manager did not become ready: %v", err)
+	}
+	return &managerProcess{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
+}
+
+// requests sums client-go's rest_client_requests_total from the manager's
+// /metrics: every request the manager has sent to the API server.
+func (m *managerProcess) requests() (float64, error) {
+	resp, err := http.Get(m.metrics)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var total float64
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		total += v
+	}
+	return total, s.Err()
+}
+
+// peakRSS reads the manager's peak resident set size (VmHWM).
+func (m *managerProcess) peakRSS() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/PID/status")
+}
