@@ -33,6 +33,13 @@ type ProfileRecord struct {
 	Previous pitstopv1alpha1.MaintenanceState `json:"previous"`
 	// Since is when the node entered Current.
 	Since metav1.Time `json:"since"`
+	// Failures counts the failed attempts in a row at leaving Current (a
+	// trigger or a budget slot failed); LastError is the last one's message
+	// and RetryAt when the next attempt may start. Kept on the node, so a
+	// restart neither forgets why nor retries early.
+	Failures  int               `json:"failures,omitempty"`
+	LastError string            `json:"lastError,omitempty"`
+	RetryAt   *metav1.MicroTime `json:"retryAt,omitempty"`
 }
 
 // Record is everything pitstop keeps on a node about its maintenance.
@@ -108,6 +115,27 @@ func (r Record) HeldBy() string {
 func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now time.Time) {
 	pr := r.Profiles[profile]
 	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: metav1.Time{Time: now}}
+}
+
+// Fail records a failed attempt at leaving the profile's state, to be
+// retried at retryAt, and returns how many attempts have failed in a row.
+func (r *Record) Fail(profile string, err error, retryAt time.Time) int {
+	pr := r.Profiles[profile]
+	pr.Failures++
+	pr.LastError = err.Error()
+	pr.RetryAt = &metav1.MicroTime{Time: retryAt}
+	r.Profiles[profile] = pr
+	return pr.Failures
+}
+
+// ClearFailures forgets the profile's failed attempts.
+func (r *Record) ClearFailures(profile string) {
+	pr, ok := r.Profiles[profile]
+	if !ok || pr.Failures == 0 && pr.RetryAt == nil {
+		return
+	}
+	pr.Failures, pr.LastError, pr.RetryAt = 0, "", nil
+	r.Profiles[profile] = pr
 }
 
 // severity orders states for LabelState.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
@@ -366,4 +368,135 @@ func TestRestartMidTransitionResumes(t *testing.T) {
 	if held != 1 {
 		t.Errorf("restarter-0 holds %d budget slots, want 1", held)
 	}
+}
+
+// TestFailingTriggerBacksOffAndIsReported: an admission policy refuses the
+// drain trigger's NodeMaintenance. The node stays maintenance-required; each
+// failed attempt is an Event saying why, with the attempt number and the
+// wait before the next, the waits double, and the failures are counted in
+// pitstop_transition_failures_total. Once the policy is gone the transition
+// is taken.
+func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze-refuser"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"pitstop.dev"}, APIVersions: []string{"*"}, Resources: []string{"nodemaintenances"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.nodeName != 'refuser-0'", Message: "refuser-0 is frozen by policy"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "freeze-refuser"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	testutil.Create(t, env.Client, policy)
+	testutil.Create(t, env.Client, binding)
+	testutil.Create(t, env.Client, testutil.Node("refuser-0", testutil.WithLabels(map[string]string{"pool": "refuser"})))
+	// The API server applies a new policy after a moment.
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		probe := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "probe-refuser-0"}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "refuser-0"}}
+		if err := env.Client.Create(t.Context(), probe, client.DryRunAll); err == nil || !contains(err.Error(), "frozen by policy") {
+			return fmt.Errorf("the policy does not refuse yet: %v", err)
+		}
+		return nil
+	})
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	p := rollingProfile("refuser", "refuser", 1)
+	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	testutil.Create(t, env.Client, p)
+	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":"true"}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "refuser-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The node's record says how many attempts failed, why, and when the
+	// next one is; the waits double.
+	var firstFailure time.Time
+	var rec engine.ProfileRecord
+	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		r, err := engine.ReadRecord(testutil.GetNode(t, env.Client, "refuser-0"))
+		if err != nil {
+			return err
+		}
+		rec = r.Profiles["refuser"]
+		if rec.Failures >= 1 && firstFailure.IsZero() {
+			firstFailure = time.Now()
+		}
+		if rec.Failures < 3 {
+			return fmt.Errorf("%d failed attempts recorded", rec.Failures)
+		}
+		return nil
+	})
+	if gap := time.Since(firstFailure); gap < 2500*time.Millisecond {
+		t.Errorf("3 attempts within %s of the first: no backoff (want about 1s + 2s)", gap)
+	}
+	if !contains(rec.LastError, "trigger drain") || !contains(rec.LastError, "refuser-0 is frozen by policy") || rec.RetryAt == nil {
+		t.Errorf("record %+v does not say which trigger failed, why, and when the next attempt is", rec)
+	}
+	// The first failure is an Event naming the profile, the trigger, the
+	// reason, the attempt and the wait.
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(t.Context(), list); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == "refuser-0" && e.Reason == "ChangeMaintenanceStateFailed" {
+			notes = append(notes, e.Note)
+		}
+	}
+	if len(notes) == 0 || !contains(notes[0], "profile refuser: trigger drain") || !contains(notes[0], "frozen by policy") ||
+		!contains(notes[0], "the node stays maintenance-required (attempt 1, next in 1s)") {
+		t.Errorf("failure events %q, want one naming the profile, trigger, reason, attempt and wait", notes)
+	}
+	if got := testutil.GetNode(t, env.Client, "refuser-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
+		t.Errorf("state %q while the trigger fails, want maintenance-required", got)
+	}
+	if n := counterValue(t, "pitstop_transition_failures_total", map[string]string{"profile": "refuser", "part": "trigger drain"}); n < 3 {
+		t.Errorf("pitstop_transition_failures_total{profile=refuser,part=trigger drain} = %v, want at least 3", n)
+	}
+
+	if err := env.Client.Delete(t.Context(), binding); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if got := testutil.GetNode(t, env.Client, "refuser-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("state %q after the policy went", got)
+		}
+		return nil
+	})
+}
+
+// counterValue reads a counter from the manager's metrics registry.
+func counterValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

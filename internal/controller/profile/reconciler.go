@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +31,8 @@ const (
 	EventInvalidRecord   = "InvalidMaintenanceRecord"
 	admissionRetry       = 5 * time.Second
 	triggerRetry         = 10 * time.Second
+	failureRetryFirst    = time.Second
+	failureRetryMax      = 5 * time.Minute
 	conflictRetry        = 100 * time.Millisecond
 	slotGrace            = time.Minute
 	allProfilesBudgetKey = "all-profiles"
@@ -44,6 +47,7 @@ type Reconciler struct {
 	clock     clock.PassiveClock
 	profiles  *registry
 	records   *recordCache
+	waiters   *waiters
 
 	// decisions keeps each node's last evaluation per profile, for the
 	// dashboard and `pitstop explain`.
@@ -55,6 +59,9 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.waiters.set(req.Name, nil, time.Time{})
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	record, err := engine.ReadRecord(node)
@@ -75,7 +82,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	want := node.DeepCopy()
 	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items, records: r.records}
 	var requeue time.Duration
-	var releases []string
+	var releases, moved, waitKeys []string
+	var waitingSince time.Time
 	names := make([]string, 0, len(record.Profiles))
 	for name := range record.Profiles {
 		names = append(names, name)
@@ -89,14 +97,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if c == nil {
 			continue
 		}
+		before := record.Profiles[name].Current
 		after, leaving, err := r.step(ctx, c, node, want, &record, view, now)
 		if err != nil {
+			after = retryAfter(record.Profiles[name].Failures + 1)
+			attempt := record.Fail(name, err, now.Add(after))
 			r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventChangeFailed, "Transition",
-				"profile %s: %v; the node stays %s", name, err, record.Profiles[name].Current)
-			after = triggerRetry
+				"profile %s: %v; the node stays %s (attempt %d, next in %s)", name, err, record.Profiles[name].Current, attempt, after)
 		}
 		if leaving {
 			releases = append(releases, name)
+		}
+		if pr := record.Profiles[name]; pr.Current != before {
+			moved = append(moved, name)
+		} else if keys := r.wakeKeys(c, node, before); len(keys) > 0 {
+			waitKeys = append(waitKeys, keys...)
+			if waitingSince.IsZero() || pr.Since.Before(&metav1.Time{Time: waitingSince}) {
+				waitingSince = pr.Since.Time
+			}
+			after = shortest(after, waiterRecheck)
 		}
 		requeue = shortest(requeue, after)
 	}
@@ -113,10 +132,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
 	// this one is still in.
+	r.waiters.set(node.Name, waitKeys, waitingSince)
 	for _, name := range releases {
 		if c := r.profiles.last(name); c != nil {
-			r.release(ctx, c, want)
+			for _, key := range r.release(ctx, c, want) {
+				r.waiters.notify(budgetWakeKey(key), node.Name)
+			}
 		}
+	}
+	for _, name := range moved {
+		r.waiters.notify(profileWakeKey(name), node.Name)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -187,14 +212,24 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	r.remember(node.Name, name, d)
 	requeue := until(d.NextChange, now)
 	if d.Take < 0 {
+		record.ClearFailures(name) // what failed is no longer wanted
 		return requeue, false, nil
+	}
+	if pr.RetryAt != nil && now.Before(pr.RetryAt.Time) {
+		d.Evaluations[d.Take].Blocked = fmt.Sprintf("attempt %d failed (%s); the next one is at %s",
+			pr.Failures, pr.LastError, pr.RetryAt.Format(time.RFC3339))
+		r.remember(node.Name, name, d)
+		return until(pr.RetryAt.Time, now), false, nil
 	}
 	t := transitions[d.Take]
 	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
 	if entering {
 		ok, why, err := r.admit(ctx, c, t, node, now)
 		if err != nil {
-			return admissionRetry, false, err
+			transitionFailures.WithLabelValues(name, "budget").Inc()
+			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
+			r.remember(node.Name, name, d)
+			return 0, false, fmt.Errorf("taking a budget slot: %w", err)
 		}
 		if !ok {
 			d.Evaluations[d.Take].Blocked = why
@@ -206,7 +241,10 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	for _, tn := range t.Triggers {
 		done, status, err := c.triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, Client: r.client})
 		if err != nil {
-			return triggerRetry, false, fmt.Errorf("trigger %s: %w", tn, err)
+			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
+			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)
+			r.remember(node.Name, name, d)
+			return 0, false, fmt.Errorf("trigger %s: %w", tn, err)
 		}
 		if !done {
 			d.Evaluations[d.Take].Blocked = status
@@ -216,6 +254,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	}
 	*want = *scratch
 	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance
+	transitionsTotal.WithLabelValues(name, string(pr.Current), string(t.Next)).Inc()
 	record.Move(name, t.Next, now)
 	r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventChangedState, "Transition",
 		"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())
@@ -305,16 +344,44 @@ func (r *Reconciler) notInMaintenance(now time.Time) budget.Stale {
 	}
 }
 
-// release gives back the profile's maxMaintenance slots the node holds.
-func (r *Reconciler) release(ctx context.Context, c *compiled, node *corev1.Node) {
+// release gives back the profile's maxMaintenance slots the node holds and
+// returns their budgets.
+func (r *Reconciler) release(ctx context.Context, c *compiled, node *corev1.Node) []budget.Key {
+	var keys []budget.Key
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.MaxMaintenance == nil {
 			continue
 		}
 		key, _, _, _ := r.budgetOf(c, inst.Name, node, time.Time{})
 		_ = r.slots.Release(ctx, key, node.Name)
+		keys = append(keys, key)
 	}
+	return keys
 }
+
+// wakeKeys names what a node that stays in state waits for from the rest of
+// the fleet: the budgets of its transitions' budget checks, and the
+// profile itself for checks that look at other nodes.
+func (r *Reconciler) wakeKeys(c *compiled, node *corev1.Node, state pitstopv1alpha1.MaintenanceState) []string {
+	var keys []string
+	for _, t := range c.engine.Transitions[state] {
+		for _, name := range t.Expression.Names() {
+			if key, _, _, ok := r.budgetOf(c, name, node, time.Time{}); ok {
+				keys = append(keys, budgetWakeKey(key))
+				continue
+			}
+			for _, inst := range c.spec.Spec.Checks {
+				if inst.Name == name && (inst.Affinity != nil || inst.NodeCount != nil || inst.ClusterSemver != nil || inst.AnyLabel != nil) {
+					keys = append(keys, profileWakeKey(c.spec.Name))
+				}
+			}
+		}
+	}
+	return keys
+}
+
+func budgetWakeKey(k budget.Key) string { return "budget/" + k.Name + "/" + k.Group }
+func profileWakeKey(profile string) string { return "profile/" + profile }
 
 func (r *Reconciler) remember(node, profile string, d engine.Decision) {
 	r.mu.Lock()
@@ -334,6 +401,16 @@ func (r *Reconciler) Decisions(node string) map[string]engine.Decision {
 		out[k] = v
 	}
 	return out
+}
+
+// retryAfter is the wait before attempt+1: one second, doubling, at most
+// five minutes.
+func retryAfter(attempt int) time.Duration {
+	d := failureRetryFirst
+	for i := 1; i < attempt && d < failureRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, failureRetryMax)
 }
 
 func until(t, now time.Time) time.Duration {

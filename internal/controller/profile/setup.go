@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
@@ -46,6 +48,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		clock:     clock.RealClock{},
 		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
 		records:   newRecordCache(),
+		waiters:   newWaiters(),
 		decisions: map[string]map[string]engine.Decision{},
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
@@ -53,7 +56,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return nodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
 		}})).
-		Watches(&pitstopv1alpha1.MaintenanceProfile{}, handler.EnqueueRequestsFromMapFunc(r.allNodes)).
+		// A profile's spec changes every node's evaluation; its status
+		// (written on every state change) changes none.
+		Watches(&pitstopv1alpha1.MaintenanceProfile{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.waiters.wake, &handler.EnqueueRequestForObject{})).
+		Watches(&corev1.Node{}, handler.Funcs{UpdateFunc: r.wakeOnLeave}).
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(nodeOfMaintenance)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
@@ -201,4 +208,43 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(s.client.Status().Patch(ctx, p, client.MergeFrom(before)))
+}
+
+// wakeOnLeave wakes the nodes waiting on what a node's state change frees,
+// once the cache holds the change.
+func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	oldNode, newNode := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+	if oldNode.Annotations[engine.AnnotationData] == newNode.Annotations[engine.AnnotationData] {
+		return
+	}
+	before, err := engine.ReadRecord(oldNode)
+	if err != nil {
+		return
+	}
+	after, err := r.records.read(newNode)
+	if err != nil {
+		return
+	}
+	wake := func(key string) {
+		for _, n := range r.waiters.oldest(key, newNode.Name) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+		}
+	}
+	for name, was := range before.Profiles {
+		now := after.Profiles[name]
+		if now.Current == was.Current {
+			continue
+		}
+		wake(profileWakeKey(name))
+		c := r.profiles.last(name)
+		if c == nil || was.Current != pitstopv1alpha1.StateInMaintenance {
+			continue
+		}
+		for _, inst := range c.spec.Spec.Checks {
+			if inst.MaxMaintenance != nil {
+				key, _, _, _ := r.budgetOf(c, inst.Name, newNode, time.Time{})
+				wake(budgetWakeKey(key))
+			}
+		}
+	}
 }
