@@ -380,7 +380,7 @@ func (r *Reconciler) wakeKeys(c *compiled, node *corev1.Node, state pitstopv1alp
 	return keys
 }
 
-func budgetWakeKey(k budget.Key) string { return "budget/" + k.Name + "/" + k.Group }
+func budgetWakeKey(k budget.Key) string    { return "budget/" + k.Name + "/" + k.Group }
 func profileWakeKey(profile string) string { return "profile/" + profile }
 
 func (r *Reconciler) remember(node, profile string, d engine.Decision) {
