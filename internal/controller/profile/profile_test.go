@@ -3,6 +3,7 @@ package profile_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -499,4 +500,48 @@ func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestFinalizerHoldsANodeInMaintenance: alterFinalizer on entering
+// maintenance keeps a node deleted meanwhile (by an autoscaler, say) until
+// its maintenance ends and the finalizer is removed on the way out.
+func TestFinalizerHoldsANodeInMaintenance(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	const hold = "pitstop.dev/test-hold"
+	p := rollingProfile("holder", "holder", 1)
+	p.Spec.Triggers = append(p.Spec.Triggers,
+		pitstopv1alpha1.TriggerInstance{Name: "hold", AlterFinalizer: &pitstopv1alpha1.AlterFinalizerTrigger{Key: hold}},
+		pitstopv1alpha1.TriggerInstance{Name: "let_go", AlterFinalizer: &pitstopv1alpha1.AlterFinalizerTrigger{Key: hold, Remove: true}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"hold"}
+	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"let_go"}
+	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, testutil.Node("holder-0",
+		testutil.WithLabels(map[string]string{"pool": "holder"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		n := testutil.GetNode(t, env.Client, "holder-0")
+		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) || !slices.Contains(n.Finalizers, hold) {
+			return fmt.Errorf("state %q, finalizers %v", n.Labels[engine.LabelState], n.Finalizers)
+		}
+		return nil
+	})
+	if err := env.Client.Delete(t.Context(), testutil.GetNode(t, env.Client, "holder-0")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	n := testutil.GetNode(t, env.Client, "holder-0") // still there: held
+	if n.DeletionTimestamp == nil {
+		t.Fatal("the node is not being deleted")
+	}
+	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "holder-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		err := env.Client.Get(t.Context(), client.ObjectKey{Name: "holder-0"}, &corev1.Node{})
+		if err == nil {
+			return fmt.Errorf("node still there")
+		}
+		return client.IgnoreNotFound(err)
+	})
 }
