@@ -68,6 +68,6 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCommand(), newDevCommand(), newVersionCommand())
-	root.AddCommand(newImportCommand())
+	root.AddCommand(newImportCommand(), newExplainCommand())
 	return root
 }

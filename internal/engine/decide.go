@@ -15,6 +15,8 @@ type CheckEvaluation struct {
 	Passed bool   `json:"passed"`
 	Reason string `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// NextChange is when the answer can change by itself, if it can.
+	NextChange *time.Time `json:"nextChange,omitempty"`
 }
 
 // TransitionEvaluation is the evaluation of one transition of the current
@@ -77,6 +79,9 @@ func Decide(in Input) Decision {
 			} else {
 				r := in.Results[name]
 				ce.Passed, ce.Reason = r.Passed, r.Reason
+				if !r.NextChange.IsZero() {
+					ce.NextChange = &r.NextChange
+				}
 				passed[name] = r.Passed
 			}
 			ev.Checks = append(ev.Checks, ce)

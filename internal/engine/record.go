@@ -40,6 +40,10 @@ type ProfileRecord struct {
 	Failures  int               `json:"failures,omitempty"`
 	LastError string            `json:"lastError,omitempty"`
 	RetryAt   *metav1.MicroTime `json:"retryAt,omitempty"`
+	// Checks is the last result of each check of Current's transitions:
+	// whether it passed. (Why is in the manager's evaluation, which changes
+	// too often to be written to the node.)
+	Checks map[string]bool `json:"checks,omitempty"`
 }
 
 // Record is everything pitstop keeps on a node about its maintenance.
@@ -126,6 +130,16 @@ func (r *Record) Fail(profile string, err error, retryAt time.Time) int {
 	pr.RetryAt = &metav1.MicroTime{Time: retryAt}
 	r.Profiles[profile] = pr
 	return pr.Failures
+}
+
+// SetChecks records the profile's last check results.
+func (r *Record) SetChecks(profile string, passed map[string]bool) {
+	pr, ok := r.Profiles[profile]
+	if !ok {
+		return
+	}
+	pr.Checks = passed
+	r.Profiles[profile] = pr
 }
 
 // ClearFailures forgets the profile's failed attempts.

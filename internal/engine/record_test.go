@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,25 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 		t.Fatalf("after moves: held by %q, most severe %s, %+v", r.HeldBy(), r.MostSevere(), r.Profiles["os"])
 	}
 
+	r.SetChecks("os", map[string]bool{"rebooted": false, "healthy": true})
+	retryAt := t0.Add(2*time.Minute + 1500*time.Millisecond)
+	if n := r.Fail("os", errors.New("trigger uncordon: refused"), retryAt); n != 1 {
+		t.Errorf("first failure counted as %d", n)
+	}
+
 	node.Annotations = map[string]string{AnnotationData: r.Encode()}
 	back, err := ReadRecord(node)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Profiles["os"].Current != inMaint || !back.Profiles["os"].Since.Time.Equal(t0.Add(2*time.Minute)) {
+	os := back.Profiles["os"]
+	if os.Current != inMaint || !os.Since.Time.Equal(t0.Add(2*time.Minute)) || os.Checks["healthy"] != true || os.Checks["rebooted"] != false ||
+		os.Failures != 1 || os.LastError != "trigger uncordon: refused" || !os.RetryAt.Time.Equal(retryAt) {
 		t.Errorf("round trip lost data: %+v", back.Profiles)
+	}
+	back.ClearFailures("os")
+	if pr := back.Profiles["os"]; pr.Failures != 0 || pr.LastError != "" || pr.RetryAt != nil {
+		t.Errorf("failures not cleared: %+v", pr)
 	}
 
 	// A profile that no longer selects the node is dropped, unless it

@@ -192,32 +192,20 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	name := c.spec.Name
 	pr := record.Profiles[name]
 	transitions := c.engine.Transitions[pr.Current]
-	in := engine.Input{State: pr.Current, Transitions: transitions, Results: map[string]check.Result{}, Errors: map[string]error{}}
-	if held := record.HeldBy(); held != "" && held != name {
-		in.HeldElsewhere = held
-	}
-	for _, t := range transitions {
-		for _, n := range t.Expression.Names() {
-			if _, done := in.Results[n]; done {
-				continue
-			}
-			res, err := c.checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view})
-			if err != nil {
-				in.Errors[n] = err
-			}
-			in.Results[n] = res
-		}
-	}
-	d := engine.Decide(in)
+	in, d := evaluate(ctx, c, node, *record, view, now)
 	r.remember(node.Name, name, d)
+	passed := make(map[string]bool, len(in.Results))
+	for n, res := range in.Results {
+		passed[n] = res.Passed && in.Errors[n] == nil
+	}
+	record.SetChecks(name, passed)
 	requeue := until(d.NextChange, now)
 	if d.Take < 0 {
 		record.ClearFailures(name) // what failed is no longer wanted
 		return requeue, false, nil
 	}
-	if pr.RetryAt != nil && now.Before(pr.RetryAt.Time) {
-		d.Evaluations[d.Take].Blocked = fmt.Sprintf("attempt %d failed (%s); the next one is at %s",
-			pr.Failures, pr.LastError, pr.RetryAt.Format(time.RFC3339))
+	if why := waitingToRetry(pr, now); why != "" {
+		d.Evaluations[d.Take].Blocked = why
 		r.remember(node.Name, name, d)
 		return until(pr.RetryAt.Time, now), false, nil
 	}
@@ -428,4 +416,38 @@ func shortest(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
+}
+
+// evaluate runs the checks of the node's current state's transitions in
+// the profile and decides, changing nothing.
+func evaluate(ctx context.Context, c *compiled, node *corev1.Node, record engine.Record, view *clusterView, now time.Time) (engine.Input, engine.Decision) {
+	name := c.spec.Name
+	pr := record.Profiles[name]
+	transitions := c.engine.Transitions[pr.Current]
+	in := engine.Input{State: pr.Current, Transitions: transitions, Results: map[string]check.Result{}, Errors: map[string]error{}}
+	if held := record.HeldBy(); held != "" && held != name {
+		in.HeldElsewhere = held
+	}
+	for _, t := range transitions {
+		for _, n := range t.Expression.Names() {
+			if _, done := in.Results[n]; done {
+				continue
+			}
+			res, err := c.checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view})
+			if err != nil {
+				in.Errors[n] = err
+			}
+			in.Results[n] = res
+		}
+	}
+	return in, engine.Decide(in)
+}
+
+// waitingToRetry says why a passing transition waits: its last attempt
+// failed and the next is not due yet. Empty when it is due.
+func waitingToRetry(pr engine.ProfileRecord, now time.Time) string {
+	if pr.RetryAt == nil || !now.Before(pr.RetryAt.Time) {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d failed (%s); the next one is at %s", pr.Failures, pr.LastError, pr.RetryAt.Format(time.RFC3339))
 }

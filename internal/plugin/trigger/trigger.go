@@ -160,3 +160,40 @@ func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 	}
 	return false, "restoring node " + c.Node.Name, nil
 }
+
+// Observer is a trigger that can tell, without acting, what it is still
+// waiting for: what `pitstop explain` and the dashboard show for a
+// transition whose check passes.
+type Observer interface {
+	// Waiting returns what the trigger waits for, or "" when it would be
+	// done (or has not started).
+	Waiting(ctx context.Context, reader client.Reader, node string) (string, error)
+}
+
+// Waiting implements Observer: the drain while the NodeMaintenance is not
+// Ready.
+func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node string) (string, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node)}, nm); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
+	if ready != nil && ready.Status == metav1.ConditionTrue {
+		return "", nil
+	}
+	status := "waiting for the drain (NodeMaintenance " + nm.Name + ")"
+	if ready != nil {
+		status += ": " + ready.Message
+	}
+	return status, nil
+}
+
+// Waiting implements Observer: the restore while the NodeMaintenance is
+// there.
+func (restoreTrigger) Waiting(ctx context.Context, reader client.Reader, node string) (string, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node)}, nm); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return "waiting for NodeMaintenance " + nm.Name + " to be deleted and the node restored", nil
+}

@@ -1,0 +1,111 @@
+package profile
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+)
+
+// Evaluation is a profile's answer for a node right now: where the node
+// stands, and every transition of its state with each check's result and
+// reason. It is what the dashboard's node page and `pitstop explain` show.
+type Evaluation struct {
+	Profile string               `json:"profile"`
+	Record  engine.ProfileRecord `json:"record"`
+	// Decision is empty when Error is set.
+	Decision engine.Decision `json:"decision"`
+	// Error says why the profile cannot be evaluated (it does not compile).
+	Error string `json:"error,omitempty"`
+}
+
+// Evaluator evaluates nodes the way the engine does, without changing
+// anything: from the manager's cache in the manager, from the API server
+// in the command line.
+type Evaluator struct {
+	reader   client.Reader
+	profiles *registry
+	records  *recordCache
+}
+
+// NewEvaluator evaluates from reader.
+func NewEvaluator(reader client.Reader, deps check.Deps) *Evaluator {
+	return &Evaluator{reader: reader, profiles: newRegistry(deps), records: newRecordCache()}
+}
+
+// Node evaluates every profile the node is in (selected, or still holding
+// it in maintenance), in name order.
+func (e *Evaluator) Node(ctx context.Context, node *corev1.Node, now time.Time) ([]Evaluation, error) {
+	record, err := engine.ReadRecord(node)
+	if err != nil {
+		return nil, err
+	}
+	list := &pitstopv1alpha1.MaintenanceProfileList{}
+	if err := e.reader.List(ctx, list); err != nil {
+		return nil, err
+	}
+	byName := map[string]*pitstopv1alpha1.MaintenanceProfile{}
+	var selected []string
+	for i := range list.Items {
+		p := &list.Items[i]
+		byName[p.Name] = p
+		if ok, err := engine.Selects(p, node); err == nil && ok {
+			selected = append(selected, p.Name)
+		}
+	}
+	record.Sync(selected, now) // as the engine would see it on its next pass
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records}
+	var out []Evaluation
+	for name, pr := range record.Profiles {
+		ev := Evaluation{Profile: name, Record: pr}
+		p := byName[name]
+		if p == nil {
+			ev.Error = "the profile was deleted; the node is still in maintenance for it"
+			out = append(out, ev)
+			continue
+		}
+		c, err := e.profiles.get(p)
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		if c != nil {
+			_, ev.Decision = evaluate(ctx, c, node, record, view, now)
+			if t := ev.Decision.Take; t >= 0 {
+				ev.Decision.Evaluations[t].Blocked = e.waiting(ctx, c, node, pr, t, now)
+			}
+		}
+		out = append(out, ev)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Profile < out[j].Profile })
+	return out, nil
+}
+
+// waiting says what a transition whose check passes still waits for: a
+// retry after a failure, or a trigger (the drain, the restore).
+func (e *Evaluator) waiting(ctx context.Context, c *compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
+	if why := waitingToRetry(pr, now); why != "" {
+		return why
+	}
+	for _, name := range c.engine.Transitions[pr.Current][take].Triggers {
+		o, ok := c.triggers[name].(trigger.Observer)
+		if !ok {
+			continue
+		}
+		why, err := o.Waiting(ctx, e.reader, node.Name)
+		if err != nil {
+			return fmt.Sprintf("trigger %s: %v", name, err)
+		}
+		if why != "" {
+			return why
+		}
+	}
+	return ""
+}
