@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -207,12 +209,14 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	if err := cl.List(ctx, nmList); err != nil {
 		return res, err
 	}
-	nodeWatch, err := cl.Watch(ctx, &corev1.NodeList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: nodeList.ResourceVersion}})
+	// The API server ends a watch after a while; a retry watcher resumes
+	// it from the last version seen, so no change is missed.
+	nodeWatch, err := retryWatch(ctx, cl, &corev1.NodeList{}, nodeList.ResourceVersion)
 	if err != nil {
 		return res, err
 	}
 	defer nodeWatch.Stop()
-	nmWatch, err := cl.Watch(ctx, &pitstopv1alpha1.NodeMaintenanceList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: nmList.ResourceVersion}})
+	nmWatch, err := retryWatch(ctx, cl, &pitstopv1alpha1.NodeMaintenanceList{}, nmList.ResourceVersion)
 	if err != nil {
 		return res, err
 	}
@@ -291,6 +295,16 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	rounds := (nodes + budget - 1) / budget
 	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
 	return res, nil
+}
+
+// retryWatch watches list's kind from version on, resuming after the API
+// server ends the watch.
+func retryWatch(ctx context.Context, cl client.WithWatch, list client.ObjectList, version string) (*watchtools.RetryWatcher, error) {
+	return watchtools.NewRetryWatcherWithContext(ctx, version, &toolscache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
+		},
+	})
 }
 
 func count(set map[string]bool) int {

@@ -3,7 +3,6 @@ package nodemaintenance
 import (
 	"context"
 
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -16,12 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/drain"
+	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 )
 
 // Field indexes on the manager's cache.
@@ -61,7 +60,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		evicted:   newExpectations(),
 		writes:    newWritePacer(),
 	}
-	if err := registerCollector(newActiveCollector(mgr.GetClient())); err != nil {
+	if err := pitstopmetrics.Replace(newActiveCollector(mgr.GetClient())); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -74,17 +73,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		// check guards against two controllers sharing metric labels.
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
-}
-
-// registerCollector registers c, replacing the collector of a manager that
-// ran before in this process.
-func registerCollector(c prometheus.Collector) error {
-	err := metrics.Registry.Register(c)
-	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-		metrics.Registry.Unregister(are.ExistingCollector)
-		err = metrics.Registry.Register(c)
-	}
-	return err
 }
 
 // maintenancesOn returns requests for the NodeMaintenances of a node.

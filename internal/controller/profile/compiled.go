@@ -16,6 +16,7 @@ type compiled struct {
 	spec     *pitstopv1alpha1.MaintenanceProfile
 	engine   *engine.Profile
 	checks   map[string]check.Check
+	plugins  map[string]string // check name → plugin name, for metrics
 	triggers map[string]trigger.Trigger
 }
 
@@ -25,13 +26,14 @@ func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled,
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{spec: p.DeepCopy(), engine: ep, checks: map[string]check.Check{}, triggers: map[string]trigger.Trigger{}}
+	c := &compiled{spec: p.DeepCopy(), engine: ep, checks: map[string]check.Check{}, plugins: map[string]string{}, triggers: map[string]trigger.Trigger{}}
 	for i, inst := range p.Spec.Checks {
 		ch, err := check.New(inst, deps)
 		if err != nil {
 			return nil, fmt.Errorf("MaintenanceProfile %s: spec.checks[%d] (%s): %w", p.Name, i, inst.Name, err)
 		}
 		c.checks[inst.Name] = ch
+		c.plugins[inst.Name] = check.PluginName(inst)
 	}
 	for i, inst := range p.Spec.Triggers {
 		tr, err := trigger.New(inst)

@@ -467,6 +467,12 @@ func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
 		t.Errorf("pitstop_transition_failures_total{profile=refuser,part=trigger drain} = %v, want at least 3", n)
 	}
 
+	if n := counterValue(t, "pitstop_nodes", map[string]string{"profile": "refuser", "state": "maintenance-required"}); n != 1 {
+		t.Errorf("pitstop_nodes{profile=refuser,state=maintenance-required} = %v, want 1", n)
+	}
+	if n := counterValue(t, "pitstop_check_duration_seconds", map[string]string{"plugin": "maxMaintenance"}); n < 3 {
+		t.Errorf("pitstop_check_duration_seconds{plugin=maxMaintenance} has %v samples, want at least 3", n)
+	}
 	if err := env.Client.Delete(t.Context(), binding); err != nil {
 		t.Fatal(err)
 	}
@@ -476,9 +482,13 @@ func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
 		}
 		return nil
 	})
+	if n := counterValue(t, "pitstop_transitions_total", map[string]string{"profile": "refuser", "from": "maintenance-required", "to": "in-maintenance"}); n != 1 {
+		t.Errorf("pitstop_transitions_total{profile=refuser,from=maintenance-required,to=in-maintenance} = %v, want 1", n)
+	}
 }
 
-// counterValue reads a counter from the manager's metrics registry.
+// counterValue reads a counter or gauge (or a histogram's sample count)
+// from the manager's metrics registry.
 func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
@@ -495,6 +505,12 @@ func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
 					continue next
 				}
+			}
+			switch {
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				return float64(m.GetHistogram().GetSampleCount())
 			}
 			return m.GetCounter().GetValue()
 		}

@@ -433,7 +433,9 @@ func evaluate(ctx context.Context, c *compiled, node *corev1.Node, record engine
 			if _, done := in.Results[n]; done {
 				continue
 			}
+			start := time.Now()
 			res, err := c.checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view})
+			checkDuration.WithLabelValues(c.plugins[n]).Observe(time.Since(start).Seconds())
 			if err != nil {
 				in.Errors[n] = err
 			}

@@ -26,6 +26,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
@@ -65,6 +66,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := pitstopmetrics.Replace(newNodesCollector(mgr.GetClient(), r.records)); err != nil {
 		return nil, err
 	}
 	status := &statusReconciler{client: mgr.GetClient(), profiles: r.profiles, records: r.records}

@@ -50,6 +50,16 @@ func New(inst pitstopv1alpha1.CheckInstance, deps Deps) (Check, error) {
 	return c, nil
 }
 
+// PluginName names the plugin an instance configures ("" if none is set).
+func PluginName(inst pitstopv1alpha1.CheckInstance) string {
+	for _, p := range plugins(inst, Deps{}) {
+		if p.set {
+			return p.name
+		}
+	}
+	return ""
+}
+
 // plugin is one plugin field of a CheckInstance.
 type plugin struct {
 	name  string
