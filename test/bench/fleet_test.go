@@ -30,11 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -100,26 +97,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	opts.Workers = nodes
 	opts.StartTimeout = 5 * time.Minute
 	start := time.Now()
-	c, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			b.Errorf("stopping the local cluster: %v", err)
-		}
-	})
-	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	crds, err := config.CRDs()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := install.CRDs(ctx, cl, crds); err != nil {
-		b.Fatal(err)
-	}
+	c, cl := startCluster(b, opts)
 	for _, ns := range []string{fleetNamespace, managerNS} {
 		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			b.Fatal(err)

@@ -53,26 +53,7 @@ type pitstopEnv struct {
 func startPitstop(b *testing.B, opts localcluster.Options) *pitstopEnv {
 	b.Helper()
 	ctx := b.Context()
-	c, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			b.Errorf("stopping the local cluster: %v", err)
-		}
-	})
-	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	crds, err := config.CRDs()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := install.CRDs(ctx, cl, crds); err != nil {
-		b.Fatal(err)
-	}
+	c, cl := startCluster(b, opts)
 
 	counter := newRequestCounter()
 	cfg := rest.CopyConfig(c.Config) // same client limits as the library gets: none
@@ -109,6 +90,34 @@ func startPitstop(b *testing.B, opts localcluster.Options) *pitstopEnv {
 	b.Logf("pitstop's eviction concurrency: %d; warm-up NodeMaintenance cordoned its node in %.1fms (not counted: a new CRD's first create waits on Retry-After)",
 		mopts.NodeMaintenance.EvictionConcurrency, ms(took))
 	return e
+}
+
+// startCluster starts a local cluster, stopped when the benchmark ends, with
+// pitstop's CRDs installed, and returns it with a client that can watch.
+func startCluster(b *testing.B, opts localcluster.Options) (*localcluster.Cluster, client.WithWatch) {
+	b.Helper()
+	ctx := b.Context()
+	c, err := localcluster.Start(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			b.Errorf("stopping the local cluster: %v", err)
+		}
+	})
+	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := install.CRDs(ctx, cl, crds); err != nil {
+		b.Fatal(err)
+	}
+	return c, cl
 }
 
 // observeNode watches one node from the version given, so that no change
