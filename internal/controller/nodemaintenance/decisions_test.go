@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -173,6 +176,37 @@ func TestOnlyProgress(t *testing.T) {
 	} {
 		if got := onlyProgress(base, tc.next); got != tc.want {
 			t.Errorf("%s: onlyProgress = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPodShufflesCountMovedPodsByWorkload: evicted and deleted pods count
+// by their workload's kind; refused and already gone ones do not.
+func TestPodShufflesCountMovedPodsByWorkload(t *testing.T) {
+	pod := func(kind string) *corev1.Pod {
+		p := &corev1.Pod{}
+		if kind != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, Name: "x", Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	before := map[string]float64{}
+	for _, k := range []string{"Deployment", "StatefulSet", "DaemonSet", "none", "other"} {
+		before[k] = promtestutil.ToFloat64(podShuffles.WithLabelValues(k))
+	}
+	recordResults(drain.Result{Pods: []drain.PodResult{
+		{Pod: pod("ReplicaSet"), Outcome: drain.Evicted},
+		{Pod: pod("ReplicaSet"), Outcome: drain.Evicted},
+		{Pod: pod("StatefulSet"), Outcome: drain.Evicted},
+		{Pod: pod("DaemonSet"), Outcome: drain.Deleted},
+		{Pod: pod(""), Outcome: drain.Deleted},
+		{Pod: pod("CronTab"), Outcome: drain.Evicted},
+		{Pod: pod("ReplicaSet"), Outcome: drain.Refused},
+		{Pod: pod("StatefulSet"), Outcome: drain.Gone},
+	}})
+	for kind, want := range map[string]float64{"Deployment": 2, "StatefulSet": 1, "DaemonSet": 1, "none": 1, "other": 1} {
+		if got := promtestutil.ToFloat64(podShuffles.WithLabelValues(kind)) - before[kind]; got != want {
+			t.Errorf("pitstop_pod_shuffles_total{kind=%q} grew by %v, want %v", kind, got, want)
 		}
 	}
 }

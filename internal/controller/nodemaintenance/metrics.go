@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -23,10 +25,15 @@ var (
 		Name: "pitstop_evictions_total",
 		Help: "Evictions and deletions of pods by drains, by result (evicted, deleted, gone, refused, failed).",
 	}, []string{"result"})
+
+	podShuffles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pitstop_pod_shuffles_total",
+		Help: "Pods drains moved off their nodes (evicted or deleted), by the kind of workload owning them: Deployment (through its ReplicaSet), StatefulSet, DaemonSet, Job, other, none.",
+	}, []string{"kind"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(drainDuration, evictions)
+	metrics.Registry.MustRegister(drainDuration, evictions, podShuffles)
 }
 
 // recordResults counts evictions and deletions once they have happened.
@@ -34,8 +41,28 @@ func recordResults(results ...drain.Result) {
 	for _, r := range results {
 		for _, p := range r.Pods {
 			evictions.WithLabelValues(string(p.Outcome)).Inc()
+			if p.Outcome == drain.Evicted || p.Outcome == drain.Deleted {
+				podShuffles.WithLabelValues(workloadKind(p.Pod)).Inc()
+			}
 		}
 	}
+}
+
+// workloadKind names the kind of workload a pod belongs to, from its
+// controller: a ReplicaSet's pods count as a Deployment's, as nearly all
+// ReplicaSets are a Deployment's.
+func workloadKind(pod *corev1.Pod) string {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return "none"
+	}
+	switch owner.Kind {
+	case "ReplicaSet":
+		return "Deployment"
+	case "StatefulSet", "DaemonSet", "Job":
+		return owner.Kind
+	}
+	return "other"
 }
 
 // activeCollector reports NodeMaintenances by phase, computed at scrape
