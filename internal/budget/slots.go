@@ -65,37 +65,53 @@ type Stale func(holder string, lease *coordinationv1.Lease) bool
 // Acquire gives node a slot of the budget of size max, or reports that all
 // are taken. Holding one already is success. It returns the slot's name.
 func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now time.Time, stale Stale) (string, bool, error) {
+	// One read of the budget's slots (from the API server); the writes
+	// below are what serialize: a create fails if the slot exists, an
+	// update if the slot changed since this read.
+	list := &coordinationv1.LeaseList{}
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+		return "", false, fmt.Errorf("reading the slots of %s: %w", key.Name, err)
+	}
 	slots := make([]*coordinationv1.Lease, max)
-	for i := range max {
-		lease := &coordinationv1.Lease{}
-		err := s.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: slotName(key, i)}, lease)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return "", false, fmt.Errorf("reading slot %s: %w", slotName(key, i), err)
-		default:
-			if holderOf(lease) == node {
-				return lease.Name, true, nil
+	for i := range list.Items {
+		lease := &list.Items[i]
+		for j := range max {
+			if lease.Name == slotName(key, j) {
+				if holderOf(lease) == node {
+					return lease.Name, true, nil
+				}
+				slots[j] = lease
 			}
-			slots[i] = lease
 		}
 	}
+	// Free slots first: taking one costs one create. Only when none is
+	// free are the holders checked for staleness.
 	for i, lease := range slots {
-		var err error
-		if lease == nil {
-			err = s.Client.Create(ctx, s.newLease(key, i, node, now))
-		} else if stale != nil && stale(holderOf(lease), lease) {
-			lease.Spec.HolderIdentity = ptr.To(holderPrefix + node)
-			lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
-			lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
-			err = s.Client.Update(ctx, lease) // carries the resourceVersion read above
-		} else {
+		if lease != nil {
 			continue
 		}
+		err := s.Client.Create(ctx, s.newLease(key, i, node, now))
 		switch {
 		case err == nil:
 			return slotName(key, i), true, nil
-		case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		case apierrors.IsAlreadyExists(err):
+			continue // another node got this slot first
+		default:
+			return "", false, fmt.Errorf("taking slot %s: %w", slotName(key, i), err)
+		}
+	}
+	for i, lease := range slots {
+		if lease == nil || stale == nil || !stale(holderOf(lease), lease) {
+			continue
+		}
+		lease.Spec.HolderIdentity = ptr.To(holderPrefix + node)
+		lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		err := s.Client.Update(ctx, lease) // carries the resourceVersion read above
+		switch {
+		case err == nil:
+			return slotName(key, i), true, nil
+		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 			continue // another node got this slot first
 		default:
 			return "", false, fmt.Errorf("taking slot %s: %w", slotName(key, i), err)
