@@ -29,7 +29,6 @@ const (
 	EventChangedState    = "ChangedMaintenanceState"
 	EventChangeFailed    = "ChangeMaintenanceStateFailed"
 	EventInvalidRecord   = "InvalidMaintenanceRecord"
-	admissionRetry       = 5 * time.Second
 	triggerRetry         = 10 * time.Second
 	failureRetryFirst    = time.Second
 	failureRetryMax      = 5 * time.Minute
@@ -83,6 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items, records: r.records}
 	var requeue time.Duration
 	var releases, moved, waitKeys []string
+	var afterWrite []func()
 	var waitingSince time.Time
 	names := make([]string, 0, len(record.Profiles))
 	for name := range record.Profiles {
@@ -98,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			continue
 		}
 		before := record.Profiles[name].Current
-		after, leaving, err := r.step(ctx, c, node, want, &record, view, now)
+		after, leaving, err := r.step(ctx, c, node, want, &record, view, now, &afterWrite)
 		if err != nil {
 			after = retryAfter(record.Profiles[name].Failures + 1)
 			attempt := record.Fail(name, err, now.Add(after))
@@ -128,6 +128,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			return ctrl.Result{}, fmt.Errorf("writing node %s: %w", node.Name, err)
 		}
+	}
+	for _, f := range afterWrite {
+		f()
 	}
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
@@ -188,7 +191,7 @@ func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, nod
 // step evaluates one profile for the node and, if a transition passes and
 // its triggers are done, records the move. leaving says the node left
 // maintenance for this profile (its slots are released after the write).
-func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time) (time.Duration, bool, error) {
+func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time, afterWrite *[]func()) (time.Duration, bool, error) {
 	name := c.spec.Name
 	pr := record.Profiles[name]
 	transitions := c.engine.Transitions[pr.Current]
@@ -222,7 +225,9 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 		if !ok {
 			d.Evaluations[d.Take].Blocked = why
 			r.remember(node.Name, name, d)
-			return shortest(requeue, admissionRetry), false, nil
+			// Every slot is taken: the node is a waiter on the budget, and
+			// the node that gives a slot back wakes it.
+			return shortest(requeue, waiterRecheck), false, nil
 		}
 	}
 	scratch := want.DeepCopy()
@@ -242,10 +247,14 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	}
 	*want = *scratch
 	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance
-	transitionsTotal.WithLabelValues(name, string(pr.Current), string(t.Next)).Inc()
 	record.Move(name, t.Next, now)
-	r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventChangedState, "Transition",
-		"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())
+	// Told only once the move is written: a write that loses a conflict
+	// is retried, and the move must be reported once.
+	*afterWrite = append(*afterWrite, func() {
+		transitionsTotal.WithLabelValues(name, string(pr.Current), string(t.Next)).Inc()
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventChangedState, "Transition",
+			"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())
+	})
 	// The new state's time-based checks start counting now.
 	return conflictRetry, leaving, nil
 }
