@@ -29,6 +29,10 @@ const (
 	LabelBudget = "pitstop.dev/budget"
 	// holderPrefix marks Leases as pitstop's in their holder identity.
 	holderPrefix = "node/"
+	// annotationBudgetName and annotationBudgetGroup say which budget a
+	// slot belongs to (its label is a hash).
+	annotationBudgetName  = "pitstop.dev/budget-name"
+	annotationBudgetGroup = "pitstop.dev/budget-group"
 )
 
 // Key names a budget: a profile and, for budgets per group, the group's
@@ -140,6 +144,29 @@ func (s *Slots) Release(ctx context.Context, key Key, node string) error {
 	return nil
 }
 
+// Sweep gives back every held slot, of any budget, that stale says its
+// holder no longer needs: slots left by a manager stopped between writing
+// a node out of maintenance and giving its slot back.
+func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, lease *coordinationv1.Lease) bool) error {
+	list := &coordinationv1.LeaseList{}
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{LabelBudget}); err != nil {
+		return fmt.Errorf("listing budget slots: %w", err)
+	}
+	for i := range list.Items {
+		lease := &list.Items[i]
+		holder := holderOf(lease)
+		key := Key{Name: lease.Annotations[annotationBudgetName], Group: lease.Annotations[annotationBudgetGroup]}
+		if holder == "" || !stale(key, holder, lease) {
+			continue
+		}
+		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("giving back slot %s: %w", lease.Name, err)
+		}
+	}
+	return nil
+}
+
 // Holders lists the nodes holding the budget's slots.
 func (s *Slots) Holders(ctx context.Context, key Key) ([]string, error) {
 	list := &coordinationv1.LeaseList{}
@@ -162,8 +189,8 @@ func (s *Slots) newLease(key Key, i int, node string, now time.Time) *coordinati
 			Name:      slotName(key, i),
 			Labels:    map[string]string{LabelBudget: key.id()},
 			Annotations: map[string]string{
-				"pitstop.dev/budget-name":  key.Name,
-				"pitstop.dev/budget-group": key.Group,
+				annotationBudgetName:  key.Name,
+				annotationBudgetGroup: key.Group,
 			},
 		},
 		Spec: coordinationv1.LeaseSpec{

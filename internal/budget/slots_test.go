@@ -139,3 +139,36 @@ func toLowerValid(s string) string {
 	}
 	return string(out)
 }
+
+// TestSweepGivesBackStaleSlots: the sweep deletes exactly the slots whose
+// holder stale names, across budgets and groups, and reports their keys.
+func TestSweepGivesBackStaleSlots(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-sweep")
+	s := &Slots{Client: env.Client, Namespace: ns}
+	zoneA, all := Key{Name: "os", Group: "zone=a"}, Key{Name: "all-profiles"}
+	for _, take := range []struct {
+		key  Key
+		node string
+	}{{zoneA, "left"}, {zoneA, "still-in"}, {all, "left"}} {
+		if _, ok, err := s.Acquire(t.Context(), take.key, 2, take.node, time.Now(), nil); err != nil || !ok {
+			t.Fatalf("%s taking %v: %v %v", take.node, take.key, ok, err)
+		}
+	}
+	seen := map[Key]bool{}
+	err := s.Sweep(t.Context(), func(key Key, holder string, _ *coordinationv1.Lease) bool {
+		seen[key] = true
+		return holder == "left"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !seen[zoneA] || !seen[all] {
+		t.Errorf("the sweep saw budgets %v, want both", seen)
+	}
+	if h, _ := s.Holders(t.Context(), zoneA); len(h) != 1 || h[0] != "still-in" {
+		t.Errorf("zone a holders after the sweep: %v, want [still-in]", h)
+	}
+	if h, _ := s.Holders(t.Context(), all); len(h) != 0 {
+		t.Errorf("all-profiles holders after the sweep: %v, want none", h)
+	}
+}

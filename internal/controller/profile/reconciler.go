@@ -33,7 +33,8 @@ const (
 	failureRetryFirst    = time.Second
 	failureRetryMax      = 5 * time.Minute
 	conflictRetry        = 100 * time.Millisecond
-	slotGrace            = time.Minute
+	slotGrace            = 15 * time.Second
+	slotSweepInterval    = 15 * time.Second
 	allProfilesBudgetKey = "all-profiles"
 )
 
@@ -338,6 +339,37 @@ func (r *Reconciler) notInMaintenance(now time.Time) budget.Stale {
 		nm := &pitstopv1alpha1.NodeMaintenance{}
 		err = r.apiReader.Get(context.Background(), client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
 		return apierrors.IsNotFound(err)
+	}
+}
+
+// sweepSlots gives back maxMaintenance slots whose holder is out of
+// maintenance: left by a manager stopped between writing a node out of
+// maintenance and giving its slot back. It runs at start and every
+// slotSweepInterval while the manager leads.
+func (r *Reconciler) sweepSlots(ctx context.Context) error {
+	ticker := time.NewTicker(slotSweepInterval)
+	defer ticker.Stop()
+	for {
+		list := &pitstopv1alpha1.MaintenanceProfileList{}
+		if err := r.client.List(ctx, list); err == nil {
+			budgets := map[string]bool{allProfilesBudgetKey: true}
+			for _, p := range list.Items {
+				for _, c := range p.Spec.Checks {
+					if c.MaxMaintenance != nil {
+						budgets[p.Name] = true
+					}
+				}
+			}
+			stale := r.notInMaintenance(r.clock.Now())
+			_ = r.slots.Sweep(ctx, func(key budget.Key, holder string, lease *coordinationv1.Lease) bool {
+				return budgets[key.Name] && stale(holder, lease)
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -66,6 +67,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(r.sweepSlots)); err != nil {
 		return nil, err
 	}
 	if err := pitstopmetrics.Replace(newNodesCollector(mgr.GetClient(), r.records)); err != nil {
