@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -61,9 +62,14 @@ func TestExplainNodeAndProfile(t *testing.T) {
 	draining.Spec.Checks[1].TimeWindow = &pitstopv1alpha1.TimeWindowCheck{Start: "00:00", End: "00:00", TimeZone: "UTC"}
 	testutil.Create(t, env.Client, draining)
 	ns := testutil.Namespace(t, env.Client, "explain")
-	testutil.Create(t, env.Client, testutil.Node("explain-1", testutil.WithLabels(map[string]string{"pool": "explain-drain"}), annotated))
+	testutil.Create(t, env.Client, testutil.Node("explain-1", testutil.WithLabels(map[string]string{"pool": "explain-drain"})))
 	testutil.ManagedPods(t, env.Client, ns, "explain-1", "web", 1)
 	testutil.PDB(t, env.Client, ns, "web", 1, 0)
+	// Only now does the node need maintenance: its pod and budget are in place.
+	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":"true"}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "explain-1", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		if s := testutil.GetNode(t, env.Client, "explain-0").Labels[engine.LabelState]; s != string(pitstopv1alpha1.StateMaintenanceRequired) {

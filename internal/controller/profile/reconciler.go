@@ -99,7 +99,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			continue
 		}
 		before := record.Profiles[name].Current
-		after, leaving, err := r.step(ctx, c, node, want, &record, view, now, &afterWrite)
+		waitsOnFleet := false
+		after, leaving, err := r.step(ctx, c, node, want, &record, view, now, &afterWrite, &waitsOnFleet)
 		if err != nil {
 			after = retryAfter(record.Profiles[name].Failures + 1)
 			attempt := record.Fail(name, err, now.Add(after))
@@ -111,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if pr := record.Profiles[name]; pr.Current != before {
 			moved = append(moved, name)
-		} else if keys := r.wakeKeys(c, node, before); len(keys) > 0 {
+		} else if keys := r.wakeKeys(c, node, before); waitsOnFleet && len(keys) > 0 {
 			waitKeys = append(waitKeys, keys...)
 			if waitingSince.IsZero() || pr.Since.Before(&metav1.Time{Time: waitingSince}) {
 				waitingSince = pr.Since.Time
@@ -192,7 +193,12 @@ func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, nod
 // step evaluates one profile for the node and, if a transition passes and
 // its triggers are done, records the move. leaving says the node left
 // maintenance for this profile (its slots are released after the write).
-func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time, afterWrite *[]func()) (time.Duration, bool, error) {
+//
+// waitsOnFleet is set when the node stays because of the rest of the fleet
+// (no transition passes, or every budget slot is taken); a node that was
+// let in and waits for its own triggers (its drain) is not waiting on the
+// fleet and must not be woken in place of those that are.
+func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time, afterWrite *[]func(), waitsOnFleet *bool) (time.Duration, bool, error) {
 	name := c.spec.Name
 	pr := record.Profiles[name]
 	transitions := c.engine.Transitions[pr.Current]
@@ -206,6 +212,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	requeue := until(d.NextChange, now)
 	if d.Take < 0 {
 		record.ClearFailures(name) // what failed is no longer wanted
+		*waitsOnFleet = true
 		return requeue, false, nil
 	}
 	if why := waitingToRetry(pr, now); why != "" {
@@ -224,6 +231,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 			return 0, false, fmt.Errorf("taking a budget slot: %w", err)
 		}
 		if !ok {
+			*waitsOnFleet = true
 			d.Evaluations[d.Take].Blocked = why
 			r.remember(node.Name, name, d)
 			// Every slot is taken: the node is a waiter on the budget, and
