@@ -34,4 +34,9 @@ func TestWaitersWakeTheLongestWaitingFirst(t *testing.T) {
 	if want := []string{"second", "late"}; !slices.Equal(woken, want) {
 		t.Errorf("woke %v, want %v", woken, want)
 	}
+	// A second slot freed before they are evaluated wakes the next ones.
+	w.set("later", []string{"budget/a/"}, t0.Add(4*time.Minute))
+	if got := w.oldest("budget/a/", ""); !slices.Equal(got, []string{"first", "later"}) {
+		t.Errorf("second wake-up woke %v, want [first later]", got)
+	}
 }

@@ -97,8 +97,14 @@ func (w *waiters) oldest(key, except string) []string {
 		return list[i].node < list[j].node
 	})
 	out := make([]string, 0, wakeBatch)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, wt := range list[:min(wakeBatch, len(list))] {
 		out = append(out, wt.node)
+		// Woken nodes stop waiting until their evaluation says they still
+		// do, so that the next slot freed meanwhile wakes the next nodes,
+		// not these again.
+		delete(w.byKey[key], wt.node)
 	}
 	return out
 }
