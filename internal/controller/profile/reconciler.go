@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -82,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	want := node.DeepCopy()
 	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items, records: r.records}
 	var requeue time.Duration
-	var releases, moved, waitKeys []string
+	var releases, waitKeys []string
 	var afterWrite []func()
 	var waitingSince time.Time
 	names := make([]string, 0, len(record.Profiles))
@@ -110,14 +109,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if leaving {
 			releases = append(releases, name)
 		}
-		if pr := record.Profiles[name]; pr.Current != before {
-			moved = append(moved, name)
-		} else if keys := r.wakeKeys(c, node, before); waitsOnFleet && len(keys) > 0 {
-			waitKeys = append(waitKeys, keys...)
-			if waitingSince.IsZero() || pr.Since.Before(&metav1.Time{Time: waitingSince}) {
-				waitingSince = pr.Since.Time
+		if pr := record.Profiles[name]; pr.Current == before && waitsOnFleet {
+			if keys := r.wakeKeys(c, node, before); len(keys) > 0 {
+				waitKeys = append(waitKeys, keys...)
+				if waitingSince.IsZero() || pr.Since.Time.Before(waitingSince) {
+					waitingSince = pr.Since.Time
+				}
+				after = shortest(after, waiterRecheck)
 			}
-			after = shortest(after, waiterRecheck)
 		}
 		requeue = shortest(requeue, after)
 	}
@@ -134,19 +133,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, f := range afterWrite {
 		f()
 	}
+	r.waiters.set(node.Name, waitKeys, waitingSince)
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
-	// this one is still in.
-	r.waiters.set(node.Name, waitKeys, waitingSince)
+	// this one is still in. Their waiters are woken now, and again when
+	// the cache sees the node leave (wakeOnLeave); nodes waiting on other
+	// nodes' states only then.
 	for _, name := range releases {
 		if c := r.profiles.last(name); c != nil {
-			for _, key := range r.release(ctx, c, want) {
+			for _, key := range r.maxMaintenanceKeys(c, want) {
+				_ = r.slots.Release(ctx, key, want.Name)
 				r.waiters.notify(budgetWakeKey(key), node.Name)
 			}
 		}
-	}
-	for _, name := range moved {
-		r.waiters.notify(profileWakeKey(name), node.Name)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -381,17 +380,15 @@ func (r *Reconciler) sweepSlots(ctx context.Context) error {
 	}
 }
 
-// release gives back the profile's maxMaintenance slots the node holds and
-// returns their budgets.
-func (r *Reconciler) release(ctx context.Context, c *compiled, node *corev1.Node) []budget.Key {
+// maxMaintenanceKeys returns the budgets of the profile's maxMaintenance
+// checks that the node counts against.
+func (r *Reconciler) maxMaintenanceKeys(c *compiled, node *corev1.Node) []budget.Key {
 	var keys []budget.Key
 	for _, inst := range c.spec.Spec.Checks {
-		if inst.MaxMaintenance == nil {
-			continue
+		if inst.MaxMaintenance != nil {
+			key, _, _, _ := r.budgetOf(c, inst.Name, node, time.Time{})
+			keys = append(keys, key)
 		}
-		key, _, _, _ := r.budgetOf(c, inst.Name, node, time.Time{})
-		_ = r.slots.Release(ctx, key, node.Name)
-		keys = append(keys, key)
 	}
 	return keys
 }

@@ -248,11 +248,8 @@ func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workq
 		if c == nil || was.Current != pitstopv1alpha1.StateInMaintenance {
 			continue
 		}
-		for _, inst := range c.spec.Spec.Checks {
-			if inst.MaxMaintenance != nil {
-				key, _, _, _ := r.budgetOf(c, inst.Name, newNode, time.Time{})
-				wake(budgetWakeKey(key))
-			}
+		for _, key := range r.maxMaintenanceKeys(c, newNode) {
+			wake(budgetWakeKey(key))
 		}
 	}
 }
