@@ -125,6 +125,12 @@ func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 	if err != nil {
 		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", MaintenanceName(c.Node.Name), err)
 	}
+	return drainProgress(nm)
+}
+
+// drainProgress says whether the drain is done (the NodeMaintenance is
+// Ready) and, if not, what it waits for; a failed drain is an error.
+func drainProgress(nm *pitstopv1alpha1.NodeMaintenance) (bool, string, error) {
 	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
 	if ready != nil && ready.Status == metav1.ConditionTrue {
 		return true, "", nil
@@ -132,7 +138,7 @@ func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 	if ready != nil && ready.Reason == pitstopv1alpha1.ReasonFailed {
 		return false, "", fmt.Errorf("NodeMaintenance %s failed: %s", nm.Name, ready.Message)
 	}
-	status := "waiting for NodeMaintenance " + nm.Name
+	status := "waiting for the drain (NodeMaintenance " + nm.Name + ")"
 	if ready != nil {
 		status += ": " + ready.Message
 	}
@@ -171,21 +177,14 @@ type Observer interface {
 }
 
 // Waiting implements Observer: the drain while the NodeMaintenance is not
-// Ready.
+// Ready; a failed drain is an error, as in Run.
 func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node string) (string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node)}, nm); err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
-	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
-	if ready != nil && ready.Status == metav1.ConditionTrue {
-		return "", nil
-	}
-	status := "waiting for the drain (NodeMaintenance " + nm.Name + ")"
-	if ready != nil {
-		status += ": " + ready.Message
-	}
-	return status, nil
+	_, status, err := drainProgress(nm)
+	return status, err
 }
 
 // Waiting implements Observer: the restore while the NodeMaintenance is
