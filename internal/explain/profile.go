@@ -7,7 +7,6 @@ import (
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,16 +53,11 @@ func Profile(ctx context.Context, reader client.Reader, ev *profile.Evaluator, n
 			*c.out = fmt.Sprintf("%s (%s): %s", cond.Status, cond.Reason, cond.Message)
 		}
 	}
-	nodes := &corev1.NodeList{}
-	if err := reader.List(ctx, nodes); err != nil {
+	fleet, err := ev.Fleet(ctx, now)
+	if err != nil {
 		return nil, err
 	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		evals, err := ev.Node(ctx, n, now)
-		if err != nil {
-			continue // a record pitstop cannot read: `explain node` says so
-		}
+	for node, evals := range fleet {
 		for _, e := range evals {
 			if e.Profile != name {
 				continue
@@ -73,7 +67,7 @@ func Profile(ctx context.Context, reader client.Reader, ev *profile.Evaluator, n
 				r.NextChange = &t
 			}
 			if e.Record.Current != pitstopv1alpha1.StateOperational {
-				r.Waiting = append(r.Waiting, NodeLine{Node: n.Name, State: string(e.Record.Current), Since: e.Record.Since.Time, Why: why(e)})
+				r.Waiting = append(r.Waiting, NodeLine{Node: node, State: string(e.Record.Current), Since: e.Record.Since.Time, Why: why(e)})
 			}
 		}
 	}

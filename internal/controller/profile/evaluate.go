@@ -44,25 +44,51 @@ func NewEvaluator(reader client.Reader, deps check.Deps) *Evaluator {
 // Node evaluates every profile the node is in (selected, or still holding
 // it in maintenance), in name order.
 func (e *Evaluator) Node(ctx context.Context, node *corev1.Node, now time.Time) ([]Evaluation, error) {
-	record, err := engine.ReadRecord(node)
-	if err != nil {
-		return nil, err
-	}
 	list := &pitstopv1alpha1.MaintenanceProfileList{}
 	if err := e.reader.List(ctx, list); err != nil {
 		return nil, err
 	}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records}
+	return e.node(ctx, view, node, now)
+}
+
+// Fleet evaluates every node, reading the profiles and the nodes once. A
+// node whose record cannot be read is left out (Node reports why).
+func (e *Evaluator) Fleet(ctx context.Context, now time.Time) (map[string][]Evaluation, error) {
+	list := &pitstopv1alpha1.MaintenanceProfileList{}
+	if err := e.reader.List(ctx, list); err != nil {
+		return nil, err
+	}
+	nodes := &corev1.NodeList{}
+	if err := e.reader.List(ctx, nodes); err != nil {
+		return nil, err
+	}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: nodes.Items, loaded: true}
+	out := make(map[string][]Evaluation, len(nodes.Items))
+	for i := range nodes.Items {
+		evals, err := e.node(ctx, view, &nodes.Items[i], now)
+		if err == nil {
+			out[nodes.Items[i].Name] = evals
+		}
+	}
+	return out, nil
+}
+
+func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.Node, now time.Time) ([]Evaluation, error) {
+	record, err := engine.ReadRecord(node) // its own copy: Sync changes it
+	if err != nil {
+		return nil, err
+	}
 	byName := map[string]*pitstopv1alpha1.MaintenanceProfile{}
 	var selected []string
-	for i := range list.Items {
-		p := &list.Items[i]
+	for i := range view.profiles {
+		p := &view.profiles[i]
 		byName[p.Name] = p
 		if ok, err := engine.Selects(p, node); err == nil && ok {
 			selected = append(selected, p.Name)
 		}
 	}
 	record.Sync(selected, now) // as the engine would see it on its next pass
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records}
 	var out []Evaluation
 	for name, pr := range record.Profiles {
 		ev := Evaluation{Profile: name, Record: pr}
