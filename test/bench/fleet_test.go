@@ -300,28 +300,16 @@ func annotateAll(ctx context.Context, cl client.Client, nodes []corev1.Node) err
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+fleetAnnotation+`":"true"}}}`))
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
+	errs := make([]error, len(nodes))
 	for i := range nodes {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := cl.Patch(ctx, &nodes[i], patch); err != nil {
-				mu.Lock()
-				first = cmpErr(first, err)
-				mu.Unlock()
-			}
+			errs[i] = cl.Patch(ctx, &nodes[i], patch)
 		})
 	}
 	wg.Wait()
-	return first
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
+	return errors.Join(errs...)
 }
 
 // podSpread says how evenly the fleet's pods are spread: the fewest and
