@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -30,8 +28,6 @@ import (
 // no node enters maintenance twice; no budget slot is left held.
 func TestKillNineAtAnyMoment(t *testing.T) {
 	const nodes, budget, kills = 16, 2, 8
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	testutil.Create(t, env.Client, &pitstopv1alpha1.MaintenanceProfile{
 		ObjectMeta: metav1.ObjectMeta{Name: "kill9"},
 		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
@@ -54,61 +50,16 @@ func TestKillNineAtAnyMoment(t *testing.T) {
 	// Watch every change of the pool's nodes: the most in maintenance at
 	// once, and each node's sequence of states. A node in maintenance is
 	// "rebooted" (its annotation removed) a little later.
-	w, err := env.Clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "pool=kill9"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	states := map[string][]string{}
-	inMaintenance := map[string]bool{}
-	mostAtOnce := 0
-	go func() {
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			state := n.Labels[engine.LabelState]
-			mu.Lock()
-			seq := states[n.Name]
-			if state != "" && (len(seq) == 0 || seq[len(seq)-1] != state) {
-				states[n.Name] = append(seq, state)
-				if state == string(pitstopv1alpha1.StateInMaintenance) {
-					go func(name string) {
-						time.Sleep(800 * time.Millisecond)
-						patch := []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`)
-						_, _ = env.Clientset.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-					}(n.Name)
-				}
-			}
-			inMaintenance[n.Name] = state == string(pitstopv1alpha1.StateInMaintenance)
-			count := 0
-			for _, in := range inMaintenance {
-				if in {
-					count++
-				}
-			}
-			mostAtOnce = max(mostAtOnce, count)
-			mu.Unlock()
-		}
-	}()
+	w := testutil.WatchMaintenance(t, env.Clientset, "pool=kill9", func(ctx context.Context, name string) {
+		time.Sleep(800 * time.Millisecond)
+		patch := []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`)
+		_, _ = env.Clientset.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	})
 	for i := range nodes {
 		testutil.Create(t, env.Client, testutil.Node(fmt.Sprintf("kill9-%02d", i),
 			testutil.WithLabels(map[string]string{"pool": "kill9"}),
 			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
 	}
-	finished := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		done := 0
-		for _, seq := range states {
-			if len(seq) > 1 && seq[len(seq)-1] == string(pitstopv1alpha1.StateOperational) {
-				done++
-			}
-		}
-		return done
-	}
-
 	args, _, health := runArgs(t, "pitstop-kill9")
 	args = append(args, "--leader-elect=false")
 	killedMidway := 0
@@ -116,7 +67,7 @@ func TestKillNineAtAnyMoment(t *testing.T) {
 		p := startPitstop(t, args...)
 		awaitOK(t, "http://"+health+"/readyz")
 		time.Sleep(time.Duration(200+rand.IntN(1300)) * time.Millisecond)
-		if done := finished(); done < nodes {
+		if done := w.Through(); done < nodes {
 			killedMidway++
 			t.Logf("kill %d: SIGKILL with %d of %d nodes through maintenance", i+1, done, nodes)
 		}
@@ -129,19 +80,18 @@ func TestKillNineAtAnyMoment(t *testing.T) {
 	}
 	startPitstop(t, args...)
 	testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
-		if done := finished(); done < nodes {
+		if done := w.Through(); done < nodes {
 			return fmt.Errorf("%d of %d nodes through maintenance", done, nodes)
 		}
 		return nil
 	})
 
-	mu.Lock()
-	defer mu.Unlock()
+	mostAtOnce := w.MostAtOnce()
 	if mostAtOnce > budget {
 		t.Errorf("%d nodes were in maintenance at once; the budget is %d", mostAtOnce, budget)
 	}
 	want := []string{"operational", "maintenance-required", "in-maintenance", "operational"}
-	for name, seq := range states {
+	for name, seq := range w.States() {
 		// The first state seen may be maintenance-required: the node's first
 		// write can carry both moves.
 		got := strings.Join(seq, " → ")

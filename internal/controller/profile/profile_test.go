@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,56 +65,19 @@ func TestBudgetHoldsWithTwoManagersAndFiftyNodes(t *testing.T) {
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	testutil.Create(t, env.Client, rollingProfile("rolling", "rolling", budget))
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	w, err := env.Clientset.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "pool=rolling"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	inMaintenance := map[string]bool{}
-	done := map[string]bool{}
-	maxSeen := 0
-	go func() {
-		for ev := range w.ResultChan() {
-			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			in := n.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
-			if in && !inMaintenance[n.Name] {
-				go finishReboot(ctx, n.Name) // the simulated reboot
-			}
-			if !in && inMaintenance[n.Name] {
-				done[n.Name] = true
-			}
-			inMaintenance[n.Name] = in
-			count := 0
-			for _, v := range inMaintenance {
-				if v {
-					count++
-				}
-			}
-			maxSeen = max(maxSeen, count)
-			mu.Unlock()
-		}
-	}()
+	w := testutil.WatchMaintenance(t, env.Clientset, "pool=rolling", finishReboot) // the simulated reboot
 	for i := range nodes {
 		testutil.Create(t, env.Client, testutil.Node(fmt.Sprintf("rolling-%02d", i),
 			testutil.WithLabels(map[string]string{"pool": "rolling"}),
 			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
 	}
 	testutil.Eventually(t, 2*time.Minute, 200*time.Millisecond, func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(done) < nodes {
-			return fmt.Errorf("%d of %d nodes through maintenance (most at once so far: %d)", len(done), nodes, maxSeen)
+		if done := w.Through(); done < nodes {
+			return fmt.Errorf("%d of %d nodes through maintenance (most at once so far: %d)", done, nodes, w.MostAtOnce())
 		}
 		return nil
 	})
-	mu.Lock()
-	defer mu.Unlock()
+	maxSeen := w.MostAtOnce()
 	if maxSeen > budget {
 		t.Fatalf("%d nodes were in maintenance at once; the budget is %d", maxSeen, budget)
 	}
