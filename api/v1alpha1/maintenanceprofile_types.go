@@ -275,6 +275,175 @@ type DrainTrigger struct {
 // RestoreTrigger deletes the node's NodeMaintenance.
 type RestoreTrigger struct{}
 
+// NotificationInstance is a named notification: exactly one plugin field is
+// set, and a schedule says when it is sent. Its texts are Go templates (see
+// docs/profiles.md, "Notifications"); a template that does not parse or
+// names a field that does not exist is refused when the profile is applied.
+// +kubebuilder:validation:XValidation:rule="[has(self.slack), has(self.slackThread), has(self.mail), has(self.webhook)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+type NotificationInstance struct {
+	// Name is how states refer to the notification: letters, digits and _.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Schedule says when it is sent.
+	Schedule NotificationSchedule `json:"schedule"`
+
+	// Slack posts to a Slack incoming webhook.
+	// +optional
+	Slack *SlackNotification `json:"slack,omitempty"`
+	// SlackThread posts with a Slack bot token, replies grouped in one
+	// thread per period.
+	// +optional
+	SlackThread *SlackThreadNotification `json:"slackThread,omitempty"`
+	// Mail sends an e-mail through an SMTP server.
+	// +optional
+	Mail *MailNotification `json:"mail,omitempty"`
+	// Webhook POSTs a JSON document to a URL (Microsoft Teams, Mattermost or
+	// any receiver that takes {"text": ...}).
+	// +optional
+	Webhook *WebhookNotification `json:"webhook,omitempty"`
+}
+
+// NotificationSchedule says when a notification is sent: exactly one field
+// is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.oneshot), has(self.periodic), has(self.scheduled)].filter(x, x).size() == 1",message="exactly one of oneshot, periodic and scheduled must be set"
+type NotificationSchedule struct {
+	// Oneshot sends once on entering the state, after Delay.
+	// +optional
+	Oneshot *OneshotSchedule `json:"oneshot,omitempty"`
+	// Periodic sends on entering the state and then every Interval while
+	// the node stays in it. Never in operational.
+	// +optional
+	Periodic *PeriodicSchedule `json:"periodic,omitempty"`
+	// Scheduled sends at a time of day on the given weekdays while the node
+	// is in the state.
+	// +optional
+	Scheduled *ScheduledSchedule `json:"scheduled,omitempty"`
+}
+
+// OneshotSchedule sends once per entry into the state.
+type OneshotSchedule struct {
+	// Delay waits this long after the entry; if the node has left the state
+	// by then, nothing is sent.
+	// +optional
+	Delay metav1.Duration `json:"delay,omitempty"`
+}
+
+// PeriodicSchedule repeats while the node stays in the state.
+type PeriodicSchedule struct {
+	Interval metav1.Duration `json:"interval"`
+}
+
+// ScheduledSchedule sends at a time of day.
+type ScheduledSchedule struct {
+	// At is the time of day, "hh:mm".
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	At string `json:"at"`
+	// Weekdays it is sent on; empty means every day.
+	// +kubebuilder:validation:MaxItems=7
+	// +optional
+	Weekdays []Weekday `json:"weekdays,omitempty"`
+	// TimeZone is an IANA time zone name; empty means UTC.
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// SecretKeyRef names a key of a Secret in the namespace pitstop runs in
+// (pitstop-system unless installed elsewhere). pitstop reads it when it
+// sends, never caches or logs it.
+type SecretKeyRef struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+}
+
+// SlackNotification posts through a Slack incoming webhook.
+type SlackNotification struct {
+	// WebhookURL is the Secret key holding the incoming webhook's URL.
+	WebhookURL SecretKeyRef `json:"webhookURL"`
+	// Channel overrides the webhook's channel.
+	// +optional
+	Channel string `json:"channel,omitempty"`
+	// Message is the text, a Go template.
+	// +kubebuilder:validation:MinLength=1
+	Message string `json:"message"`
+}
+
+// SlackThreadNotification posts with a bot token: the first message of a
+// period (Title) opens a thread, every message (Message) is a reply in it.
+// The thread is kept in a Lease, so every replica and restart uses it.
+type SlackThreadNotification struct {
+	// Token is the Secret key holding the bot token (xoxb-...).
+	Token SecretKeyRef `json:"token"`
+	// +kubebuilder:validation:MinLength=1
+	Channel string `json:"channel"`
+	// Title opens the thread, a Go template.
+	// +kubebuilder:validation:MinLength=1
+	Title string `json:"title"`
+	// Message is each reply, a Go template.
+	// +kubebuilder:validation:MinLength=1
+	Message string `json:"message"`
+	// Period is how long one thread collects replies before the next
+	// message opens a new one.
+	Period metav1.Duration `json:"period"`
+	// LeaseName names the Lease, in pitstop's namespace, holding the
+	// thread; default pitstop-slack-<profile>-<notification>.
+	// +optional
+	LeaseName string `json:"leaseName,omitempty"`
+}
+
+// MailNotification sends an e-mail.
+type MailNotification struct {
+	// Address is the SMTP server, host:port.
+	// +kubebuilder:validation:MinLength=1
+	Address string `json:"address"`
+	// +kubebuilder:validation:MinLength=1
+	From string `json:"from"`
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	To []string `json:"to"`
+	// Subject is a Go template.
+	// +kubebuilder:validation:MinLength=1
+	Subject string `json:"subject"`
+	// Message is the plain-text body, a Go template.
+	// +kubebuilder:validation:MinLength=1
+	Message string `json:"message"`
+	// TLS is how the connection is protected: StartTLS (the default: upgrade
+	// a plain connection, refuse a server that cannot), TLS (implicit TLS,
+	// as on port 465) or None (only for a server on a trusted network).
+	// +kubebuilder:validation:Enum=StartTLS;TLS;None
+	// +kubebuilder:default=StartTLS
+	// +optional
+	TLS string `json:"tls,omitempty"`
+	// Auth logs in with PLAIN authentication; without it, none.
+	// +optional
+	Auth *MailAuth `json:"auth,omitempty"`
+}
+
+// MailAuth is the SMTP login.
+type MailAuth struct {
+	// +kubebuilder:validation:MinLength=1
+	Username string `json:"username"`
+	// Password is the Secret key holding the password.
+	Password SecretKeyRef `json:"password"`
+	// +optional
+	Identity string `json:"identity,omitempty"`
+}
+
+// WebhookNotification POSTs {"text", "node", "profile", "state",
+// "previous", "since", "blocking"} as JSON.
+type WebhookNotification struct {
+	// URL is the Secret key holding the URL (webhook URLs usually carry a
+	// token).
+	URL SecretKeyRef `json:"url"`
+	// Message is the "text" field, a Go template.
+	// +kubebuilder:validation:MinLength=1
+	Message string `json:"message"`
+}
+
 // Transition leaves a state when its check passes.
 type Transition struct {
 	// Check is a boolean expression over check names with &&, ||, ! and
@@ -290,11 +459,18 @@ type Transition struct {
 	Next MaintenanceState `json:"next"`
 }
 
-// StateSpec is what a state does: its transitions, first passing wins.
+// StateSpec is what a state does: its transitions, first passing wins,
+// and the notifications sent while a node is in it.
 type StateSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Transitions []Transition `json:"transitions,omitempty"`
+	// Notify names the notification instances sent while a node is in the
+	// state, each on its own schedule.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	Notify []string `json:"notify,omitempty"`
 }
 
 // StatesSpec holds the three states.
@@ -324,6 +500,11 @@ type MaintenanceProfileSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	Triggers []TriggerInstance `json:"triggers,omitempty"`
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Notifications []NotificationInstance `json:"notifications,omitempty"`
 	// +optional
 	States StatesSpec `json:"states,omitempty"`
 }

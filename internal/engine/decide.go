@@ -103,3 +103,29 @@ func Decide(in Input) Decision {
 	}
 	return d
 }
+
+// Blocking lists what keeps the node where it is, for people: each
+// transition's reason not to be taken, and each check that failed with its
+// reason, once each.
+func (d Decision) Blocking() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for _, t := range d.Evaluations {
+		add(t.Blocked)
+		for _, c := range t.Checks {
+			switch {
+			case c.Error != "":
+				add(c.Name + ": " + c.Error)
+			case !c.Passed:
+				add(c.Name + ": " + c.Reason)
+			}
+		}
+	}
+	return out
+}

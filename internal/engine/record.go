@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ type ProfileRecord struct {
 	// whether it passed. (Why is in the manager's evaluation, which changes
 	// too often to be written to the node.)
 	Checks map[string]bool `json:"checks,omitempty"`
+	// Notified is when each notification of Current was last sent, so that
+	// a restart does not send it again. A move forgets it.
+	Notified map[string]metav1.Time `json:"notified,omitempty"`
 }
 
 // Record is everything pitstop keeps on a node about its maintenance.
@@ -140,6 +144,35 @@ func (r *Record) SetChecks(profile string, passed map[string]bool) {
 	}
 	pr.Checks = passed
 	r.Profiles[profile] = pr
+}
+
+// Notified records that the profile's notification was sent at now.
+func (r *Record) Notified(profile, notification string, now time.Time) {
+	pr, ok := r.Profiles[profile]
+	if !ok {
+		return
+	}
+	sent := make(map[string]metav1.Time, len(pr.Notified)+1)
+	maps.Copy(sent, pr.Notified)
+	sent[notification] = metav1.Time{Time: now}
+	pr.Notified = sent
+	r.Profiles[profile] = pr
+}
+
+// LastMoved names the profile whose transition was the node's most recent
+// ("" when none has moved).
+func (r Record) LastMoved() string {
+	var last string
+	var at time.Time
+	for name, pr := range r.Profiles {
+		if pr.Current == pr.Previous {
+			continue
+		}
+		if last == "" || pr.Since.Time.After(at) || pr.Since.Time.Equal(at) && name < last {
+			last, at = name, pr.Since.Time
+		}
+	}
+	return last
 }
 
 // ClearFailures forgets the profile's failed attempts.

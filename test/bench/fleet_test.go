@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +87,35 @@ type fleetResult struct {
 	mostDraining                int
 	peakRSS                     int64 // bytes
 	requests                    float64
+	// phases are the medians of the steps of a node's maintenance, as the
+	// benchmark's watches saw them.
+	phases []phase
+}
+
+// phase is the median duration of one step of a node's maintenance.
+type phase struct {
+	name   string
+	median time.Duration
+}
+
+// timeline is when the benchmark's watches saw a node's maintenance go
+// through its steps.
+type timeline struct {
+	created, drained, entered, deleting, gone, left time.Time
+}
+
+// spanMedian is the median of to - from over the timelines that have both.
+func spanMedian(timelines map[string]*timeline, span func(*timeline) (from, to time.Time)) time.Duration {
+	var d []time.Duration
+	for _, t := range timelines {
+		if from, to := span(t); !from.IsZero() && !to.IsZero() {
+			d = append(d, to.Sub(from))
+		}
+	}
+	if len(d) == 0 {
+		return 0
+	}
+	return median(d)
 }
 
 func runFleet(b *testing.B, binary string, nodes int) {
@@ -133,6 +161,9 @@ func runFleet(b *testing.B, binary string, nodes int) {
 		res.makespan.Seconds()/res.lowerBound.Seconds())
 	b.Logf("nodes=%d: most in maintenance at once %d, most drains at once %d (budget %d); manager peak RSS %.0f MB; %.1f API requests per node",
 		nodes, res.mostInMaintenance, res.mostDraining, budget, float64(res.peakRSS)/(1<<20), res.requests)
+	for _, p := range res.phases {
+		b.Logf("nodes=%d: median %s: %.2fs", nodes, p.name, p.median.Seconds())
+	}
 	if res.mostInMaintenance > budget || res.mostDraining > budget {
 		b.Errorf("the budget of %d was exceeded: %d in maintenance, %d draining at once", budget, res.mostInMaintenance, res.mostDraining)
 	}
@@ -209,10 +240,16 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		return res, err
 	}
 	inMaintenance := map[string]bool{}
+	timelines := map[string]*timeline{}
+	at := func(node string) *timeline {
+		if timelines[node] == nil {
+			timelines[node] = &timeline{}
+		}
+		return timelines[node]
+	}
+	var exits, admissions []time.Time
 	done := map[string]bool{}
-	created := map[string]time.Time{}
-	drained := map[string]bool{}
-	var drains []time.Duration
+	draining := map[string]bool{}
 	timeout := time.After(time.Duration(nodes/budget+2) * (*fleetMaintenance + 2*time.Minute))
 	for len(done) < nodes {
 		select {
@@ -228,7 +265,16 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 			if !ok {
 				continue
 			}
-			inMaintenance[n.Name] = n.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
+			now := time.Now()
+			in := n.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
+			switch {
+			case in && !inMaintenance[n.Name]:
+				at(n.Name).entered = now
+			case !in && inMaintenance[n.Name]:
+				at(n.Name).left = now
+				exits = append(exits, now)
+			}
+			inMaintenance[n.Name] = in
 			res.mostInMaintenance = max(res.mostInMaintenance, count(inMaintenance))
 			rec, err := engine.ReadRecord(n)
 			if err == nil && rec.Profiles[fleetProfile].Previous == pitstopv1alpha1.StateInMaintenance &&
@@ -243,17 +289,21 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 			if !ok {
 				continue
 			}
+			now, t := time.Now(), at(nm.Spec.NodeName)
 			switch {
 			case ev.Type == watch.Added:
-				created[nm.Name] = time.Now()
+				t.created = now
+				admissions = append(admissions, now)
+				draining[nm.Name] = true
 			case ev.Type == watch.Deleted:
-				delete(created, nm.Name)
-				delete(drained, nm.Name)
-			case !drained[nm.Name] && meta.IsStatusConditionTrue(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained):
-				drained[nm.Name] = true
-				drains = append(drains, time.Since(created[nm.Name]))
+				t.gone = now
+				delete(draining, nm.Name)
+			case t.drained.IsZero() && meta.IsStatusConditionTrue(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained):
+				t.drained = now
+			case t.deleting.IsZero() && nm.DeletionTimestamp != nil:
+				t.deleting = now
 			}
-			res.mostDraining = max(res.mostDraining, len(created))
+			res.mostDraining = max(res.mostDraining, len(draining))
 		}
 	}
 	res.makespan = time.Since(start)
@@ -266,9 +316,21 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	if err != nil {
 		return res, err
 	}
-	slices.Sort(drains)
-	if len(drains) > 0 {
-		res.drain = drains[len(drains)/2]
+	res.drain = spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })
+	res.phases = []phase{
+		{"drained → in-maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered })},
+		{"in-maintenance → NodeMaintenance deleted", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting })},
+		{"deleted → NodeMaintenance gone (node restored)", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone })},
+		{"gone → node out of maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.gone, t.left })},
+	}
+	// The k-th admission after the first budget ones took the slot the
+	// (k-budget)-th exit freed.
+	var refills []time.Duration
+	for k := budget; k < len(admissions) && k-budget < len(exits); k++ {
+		refills = append(refills, admissions[k].Sub(exits[k-budget]))
+	}
+	if len(refills) > 0 {
+		res.phases = append(res.phases, phase{"node out of maintenance → next NodeMaintenance created", median(refills)})
 	}
 	rounds := (nodes + budget - 1) / budget
 	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)

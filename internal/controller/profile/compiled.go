@@ -6,6 +6,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
@@ -18,6 +19,8 @@ type compiled struct {
 	checks   map[string]check.Check
 	plugins  map[string]string // check name → plugin name, for metrics
 	triggers map[string]trigger.Trigger
+	// notify are the notifications of each state, in the order listed.
+	notify map[pitstopv1alpha1.MaintenanceState][]*notify.Notification
 }
 
 // compile builds a profile, reporting every problem with its field path.
@@ -41,6 +44,32 @@ func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled,
 			return nil, fmt.Errorf("MaintenanceProfile %s: spec.triggers[%d] (%s): %w", p.Name, i, inst.Name, err)
 		}
 		c.triggers[inst.Name] = tr
+	}
+	notifications := map[string]*notify.Notification{}
+	for i, inst := range p.Spec.Notifications {
+		n, err := notify.Compile(inst)
+		if err != nil {
+			return nil, fmt.Errorf("MaintenanceProfile %s: spec.notifications[%d] (%s): %w", p.Name, i, inst.Name, err)
+		}
+		notifications[inst.Name] = n
+	}
+	c.notify = map[pitstopv1alpha1.MaintenanceState][]*notify.Notification{}
+	for _, st := range []struct {
+		state pitstopv1alpha1.MaintenanceState
+		field string
+		spec  pitstopv1alpha1.StateSpec
+	}{
+		{pitstopv1alpha1.StateOperational, "operational", p.Spec.States.Operational},
+		{pitstopv1alpha1.StateMaintenanceRequired, "maintenanceRequired", p.Spec.States.MaintenanceRequired},
+		{pitstopv1alpha1.StateInMaintenance, "inMaintenance", p.Spec.States.InMaintenance},
+	} {
+		for i, name := range st.spec.Notify {
+			n, ok := notifications[name]
+			if !ok {
+				return nil, fmt.Errorf("MaintenanceProfile %s: spec.states.%s.notify[%d]: unknown notification %q", p.Name, st.field, i, name)
+			}
+			c.notify[st.state] = append(c.notify[st.state], n)
+		}
 	}
 	return c, nil
 }

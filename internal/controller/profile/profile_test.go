@@ -241,9 +241,17 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 		{"unknown time zone", func(p *pitstopv1alpha1.MaintenanceProfile) {
 			p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "window", TimeWindow: &pitstopv1alpha1.TimeWindowCheck{Start: "22:00", End: "04:00", TimeZone: "Mars/Olympus"}})
 		}, []string{"spec.checks[2] (window)", "Mars/Olympus"}},
+		{"template naming a field that does not exist", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{{Name: "chat", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+				Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "url"}, Message: "{{ .Node.Nmae }} needs maintenance"}}}
+		}, []string{"MaintenanceProfile refused-template", "spec.notifications[0] (chat): slack.message", "can't evaluate field Nmae"}},
+		{"unknown notification", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.States.InMaintenance.Notify = []string{"pager"}
+		}, []string{"spec.states.inMaintenance.notify[0]", `unknown notification "pager"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			name := map[string]string{"unknown check in an expression": "refused-expr", "unknown trigger": "refused-trigger", "unknown time zone": "refused-tz"}[tc.name]
+			name := map[string]string{"unknown check in an expression": "refused-expr", "unknown trigger": "refused-trigger", "unknown time zone": "refused-tz",
+				"template naming a field that does not exist": "refused-template", "unknown notification": "refused-notify"}[tc.name]
 			p := rollingProfile(name, name, 1)
 			tc.edit(p)
 			err := env.Client.Create(t.Context(), p)
@@ -256,8 +264,8 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 	}
 	good := rollingProfile("refused-update", "refused-update", 1)
 	testutil.Create(t, env.Client, good)
-	good.Spec.States.Operational.Transitions[0].Check = "reboot_needed ||"
-	if err := env.Client.Update(t.Context(), good); err == nil || !strings.Contains(err.Error(), "spec.states.operational.transitions[0].check") {
+	broken := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"states":{"operational":{"transitions":[{"check":"reboot_needed ||","next":"maintenance-required"}]}}}}`))
+	if err := env.Client.Patch(t.Context(), good, broken); err == nil || !strings.Contains(err.Error(), "spec.states.operational.transitions[0].check") {
 		t.Fatalf("updating to a broken expression: got %v, want a refusal naming the field", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
@@ -47,6 +48,7 @@ type Reconciler struct {
 	profiles  *registry
 	records   *recordCache
 	waiters   *waiters
+	notifier  notifier
 
 	// decisions keeps each node's last evaluation per profile, for the
 	// dashboard and `pitstop explain`.
@@ -108,6 +110,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if leaving {
 			releases = append(releases, name)
+		}
+		// Notifications of a state just entered wait for the next
+		// evaluation (a moment later), which says what blocks the node in
+		// its new state.
+		if record.Profiles[name].Current == before {
+			after = shortest(after, r.notifyDue(c, name, want, &record, now, &afterWrite))
 		}
 		if pr := record.Profiles[name]; pr.Current == before && waitsOnFleet {
 			if keys := r.wakeKeys(c, node, before); len(keys) > 0 {
@@ -265,6 +273,42 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	})
 	// The new state's time-based checks start counting now.
 	return conflictRetry, leaving, nil
+}
+
+// notifier sends rendered notifications in the background.
+type notifier interface {
+	Enqueue(node *corev1.Node, m notify.Message)
+	Failed(node *corev1.Node, m notify.Message, err error)
+}
+
+// notifyDue queues the notifications of the node's state in the profile
+// that are due, records them as sent (in the same write as the rest of the
+// record, so a restart does not send them again; they are queued only once
+// the write succeeded), and returns when the next one is due.
+func (r *Reconciler) notifyDue(c *compiled, name string, node *corev1.Node, record *engine.Record, now time.Time, afterWrite *[]func()) time.Duration {
+	pr := record.Profiles[name]
+	var requeue time.Duration
+	for _, n := range c.notify[pr.Current] {
+		due, next := n.Due(pr.Current, pr.Since.Time, pr.Notified[n.Name].Time, now)
+		requeue = shortest(requeue, until(next, now))
+		if !due {
+			continue
+		}
+		record.Notified(name, n.Name, now)
+		msg, err := n.Render(name, notify.Data{
+			Node: node.DeepCopy(), State: string(pr.Current), Previous: string(pr.Previous), Since: pr.Since.Time,
+			Profile:  notify.Profiles{Current: name, Last: record.LastMoved()},
+			Blocking: r.Decisions(node.Name)[name].Blocking(), Checks: pr.Checks,
+		})
+		*afterWrite = append(*afterWrite, func() {
+			if err != nil {
+				r.notifier.Failed(node, msg, err)
+				return
+			}
+			r.notifier.Enqueue(node, msg)
+		})
+	}
+	return requeue
 }
 
 // admit takes a slot of every budget the transition's check names

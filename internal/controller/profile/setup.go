@@ -2,6 +2,8 @@ package profile
 
 import (
 	"context"
+	"crypto/tls"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
@@ -36,8 +39,15 @@ import (
 type Options struct {
 	// MaxConcurrentReconciles is how many nodes are evaluated at once.
 	MaxConcurrentReconciles int
-	// LeaseNamespace holds the budget slots (the manager's namespace).
+	// LeaseNamespace holds the budget slots (the manager's namespace); the
+	// Secrets and Slack thread Leases of notifications are there too.
 	LeaseNamespace string
+	// SlackAPIURL is the Slack Web API's base URL for slackThread
+	// notifications; empty means Slack's own.
+	SlackAPIURL string
+	// MailTLS is the TLS configuration for mail notifications; nil means
+	// the system's roots.
+	MailTLS *tls.Config
 }
 
 // Setup registers the node controller and the profile status controller.
@@ -52,6 +62,19 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		records:   newRecordCache(),
 		waiters:   newWaiters(),
 		decisions: map[string]map[string]engine.Decision{},
+	}
+	dispatcher := &notify.Dispatcher{
+		Sender: &notify.Sender{
+			Secrets: mgr.GetAPIReader(), Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()},
+			Namespace: opts.LeaseNamespace, HTTP: &http.Client{Timeout: 30 * time.Second},
+			SlackAPIURL: opts.SlackAPIURL, MailTLS: opts.MailTLS,
+		},
+		Recorder: r.recorder,
+		Log:      mgr.GetLogger().WithName("notify"),
+	}
+	r.notifier = dispatcher
+	if err := mgr.Add(dispatcher); err != nil {
+		return nil, err
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("profile-node").

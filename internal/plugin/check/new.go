@@ -98,8 +98,8 @@ func positive(field string, d time.Duration) error {
 	return nil
 }
 
-// loadLocation resolves an IANA time zone name, UTC when empty.
-func loadLocation(field, name string) (*time.Location, error) {
+// LoadLocation resolves an IANA time zone name, UTC when empty.
+func LoadLocation(field, name string) (*time.Location, error) {
 	if name == "" {
 		return time.UTC, nil
 	}
@@ -110,8 +110,8 @@ func loadLocation(field, name string) (*time.Location, error) {
 	return loc, nil
 }
 
-// parseWeekdays reads the API's three-letter weekday names.
-func parseWeekdays(field string, days []pitstopv1alpha1.Weekday) (map[time.Weekday]bool, error) {
+// ParseWeekdays reads the API's three-letter weekday names.
+func ParseWeekdays(field string, days []pitstopv1alpha1.Weekday) (map[time.Weekday]bool, error) {
 	set := make(map[time.Weekday]bool, len(days))
 	for i, d := range days {
 		wd, ok := weekdayNames[d]

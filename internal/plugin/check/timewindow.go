@@ -75,13 +75,13 @@ func (d date) at(minute int, loc *time.Location) time.Time {
 func newTimeWindow(cfg *pitstopv1alpha1.TimeWindowCheck) (Check, error) {
 	w := &timeWindow{yearly: map[monthDay]bool{}, dates: map[date]bool{}}
 	var err error
-	if w.start, err = parseClock("start", cfg.Start); err != nil {
+	if w.start, err = ParseClock("start", cfg.Start); err != nil {
 		return nil, err
 	}
-	if w.end, err = parseClock("end", cfg.End); err != nil {
+	if w.end, err = ParseClock("end", cfg.End); err != nil {
 		return nil, err
 	}
-	if w.weekdays, err = parseWeekdays("weekdays", cfg.Weekdays); err != nil {
+	if w.weekdays, err = ParseWeekdays("weekdays", cfg.Weekdays); err != nil {
 		return nil, err
 	}
 	for i, s := range cfg.Exclude {
@@ -93,7 +93,7 @@ func newTimeWindow(cfg *pitstopv1alpha1.TimeWindowCheck) (Check, error) {
 			return nil, fmt.Errorf("exclude[%d]: %q is neither a day of the year (\"Dec 24\") nor a date (\"2026-12-24\")", i, s)
 		}
 	}
-	if w.loc, err = loadLocation("timeZone", cfg.TimeZone); err != nil {
+	if w.loc, err = LoadLocation("timeZone", cfg.TimeZone); err != nil {
 		return nil, err
 	}
 	days := "daily"
@@ -104,8 +104,8 @@ func newTimeWindow(cfg *pitstopv1alpha1.TimeWindowCheck) (Check, error) {
 	return w, nil
 }
 
-// parseClock reads "hh:mm" as minutes after midnight.
-func parseClock(field, s string) (int, error) {
+// ParseClock reads "hh:mm" as minutes after midnight.
+func ParseClock(field, s string) (int, error) {
 	t, err := time.Parse("15:04", s)
 	if err != nil || len(s) != len("15:04") {
 		return 0, fmt.Errorf("%s: %q is not a time of day \"hh:mm\"", field, s)

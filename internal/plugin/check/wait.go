@@ -62,14 +62,14 @@ func newWaitExclude(cfg *pitstopv1alpha1.WaitExcludeCheck) (Check, error) {
 	if err := positive("duration", cfg.Duration.Duration); err != nil {
 		return nil, err
 	}
-	exclude, err := parseWeekdays("exclude", cfg.Exclude)
+	exclude, err := ParseWeekdays("exclude", cfg.Exclude)
 	if err != nil {
 		return nil, err
 	}
 	if len(exclude) == 7 {
 		return nil, errors.New("exclude: every weekday is excluded, so the wait would never end")
 	}
-	loc, err := loadLocation("timeZone", cfg.TimeZone)
+	loc, err := LoadLocation("timeZone", cfg.TimeZone)
 	if err != nil {
 		return nil, err
 	}

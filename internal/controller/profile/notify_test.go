@@ -1,0 +1,168 @@
+package profile_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
+)
+
+// hookReceiver is a webhook endpoint that keeps the bodies it got, by
+// notification (the path).
+type hookReceiver struct {
+	mu     sync.Mutex
+	bodies map[string][]map[string]any
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	data, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(data, &body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bodies[r.URL.Path] = append(h.bodies[r.URL.Path], body)
+}
+
+func (h *hookReceiver) got(path string) []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]map[string]any(nil), h.bodies[path]...)
+}
+
+// notifySecret puts the webhook URLs into a Secret in pitstop's namespace.
+func notifySecret(t *testing.T, name string, urls map[string]string) {
+	t.Helper()
+	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pitstop-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	data := map[string][]byte{}
+	for k, v := range urls {
+		data[k] = []byte(v)
+	}
+	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "pitstop-system", Name: name}, Data: data})
+}
+
+// TestNotificationsFollowTheirSchedulesAcrossRestarts: a node held in
+// maintenance-required by a check that fails gets the state's oneshot
+// notification once and its periodic one every interval, each saying what
+// blocks it; a new manager does not send the oneshot again, because the
+// last-sent times are on the node; a notification that cannot be delivered
+// is a Warning Event on the node (after its retries, about 12 s).
+func TestNotificationsFollowTheirSchedulesAcrossRestarts(t *testing.T) {
+	hooks := &hookReceiver{bodies: map[string][]map[string]any{}}
+	srv := httptest.NewServer(hooks)
+	defer srv.Close()
+	notifySecret(t, "notified-hooks", map[string]string{"entered": srv.URL + "/entered", "reminder": srv.URL + "/reminder", "broken": srv.URL + "/missing\x7f"})
+
+	p := rollingProfile("notified", "notified", 1)
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "approved", HasLabel: &pitstopv1alpha1.KeyValueCheck{Key: "approved"}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && approved"
+	hook := func(name string, key string, s pitstopv1alpha1.NotificationSchedule) pitstopv1alpha1.NotificationInstance {
+		return pitstopv1alpha1.NotificationInstance{Name: name, Schedule: s, Webhook: &pitstopv1alpha1.WebhookNotification{
+			URL: pitstopv1alpha1.SecretKeyRef{Name: "notified-hooks", Key: key}, Message: "{{ .Node.Name }} is {{ .State }} in {{ .Profile.Current }}"}}
+	}
+	p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{
+		hook("entered", "entered", pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}),
+		hook("reminder", "reminder", pitstopv1alpha1.NotificationSchedule{Periodic: &pitstopv1alpha1.PeriodicSchedule{Interval: metav1.Duration{Duration: 2 * time.Second}}}),
+		hook("broken", "broken", pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}),
+	}
+	p.Spec.States.MaintenanceRequired.Notify = []string{"entered", "reminder", "broken"}
+
+	first := clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, testutil.Node("notified-0",
+		testutil.WithLabels(map[string]string{"pool": "notified"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if n := len(hooks.got("/reminder")); n < 3 {
+			return fmt.Errorf("%d reminders so far", n)
+		}
+		return nil
+	})
+	entered := hooks.got("/entered")
+	if len(entered) != 1 {
+		t.Fatalf("%d oneshot notifications, want 1: %v", len(entered), entered)
+	}
+	e := entered[0]
+	blocking, _ := e["blocking"].([]any)
+	if e["text"] != "notified-0 is maintenance-required in notified" || e["state"] != "maintenance-required" || e["previous"] != "operational" ||
+		len(blocking) != 1 || !strings.HasPrefix(fmt.Sprint(blocking[0]), "approved: ") {
+		t.Errorf("oneshot body %v, want the node, its state and the failing check approved", e)
+	}
+	rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, "notified-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := rec.Profiles["notified"].Notified; sent["entered"].Time.IsZero() || sent["reminder"].Time.IsZero() {
+		t.Errorf("last-sent times on the node %v, want entered and reminder", sent)
+	}
+
+	// The broken URL fails every attempt: a Warning Event says so.
+	testutil.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list); err != nil {
+			return err
+		}
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == "notified-0" && ev.Reason == "NotificationFailed" && strings.Contains(ev.Note, "notification broken (webhook) of profile notified was not delivered") {
+				if strings.Contains(ev.Note, "/missing") {
+					return fmt.Errorf("the Event shows the URL: %s", ev.Note)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no NotificationFailed Event yet")
+	})
+
+	first.Stop()
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	reminders := len(hooks.got("/reminder"))
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if n := len(hooks.got("/reminder")); n < reminders+2 {
+			return fmt.Errorf("%d reminders after the restart, want %d", n, reminders+2)
+		}
+		return nil
+	})
+	if n := len(hooks.got("/entered")); n != 1 {
+		t.Errorf("%d oneshot notifications after a restart, want still 1", n)
+	}
+
+	// Approved, the node moves on: the state's notifications stop.
+	n := testutil.GetNode(t, env.Client, "notified-0")
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Labels["approved"] = "true"
+	if err := env.Client.Patch(t.Context(), n, patch); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if s := testutil.GetNode(t, env.Client, "notified-0").Labels[engine.LabelState]; s != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("state %q", s)
+		}
+		return nil
+	})
+	reminders = len(hooks.got("/reminder"))
+	time.Sleep(3 * time.Second)
+	if n := len(hooks.got("/reminder")); n > reminders+1 {
+		t.Errorf("%d reminders after the node left the state, want none (one may have been on its way)", n-reminders)
+	}
+}

@@ -1,0 +1,124 @@
+package notify
+
+import (
+	"fmt"
+	"time"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// schedule decides when a notification is due for a node in a state.
+type schedule interface {
+	// due says whether the notification is due now for a node that
+	// entered its state at since and last got it at lastSent, and else
+	// when it next will be (zero: never by itself).
+	due(state pitstopv1alpha1.MaintenanceState, since, lastSent, now time.Time) (bool, time.Time)
+}
+
+func newSchedule(s pitstopv1alpha1.NotificationSchedule) (schedule, error) {
+	switch {
+	case s.Oneshot != nil:
+		if s.Oneshot.Delay.Duration < 0 {
+			return nil, fmt.Errorf("oneshot.delay: must not be negative, got %s", s.Oneshot.Delay.Duration)
+		}
+		return oneshot{delay: s.Oneshot.Delay.Duration}, nil
+	case s.Periodic != nil:
+		if s.Periodic.Interval.Duration <= 0 {
+			return nil, fmt.Errorf("periodic.interval: must be positive, got %s", s.Periodic.Interval.Duration)
+		}
+		return periodic{interval: s.Periodic.Interval.Duration}, nil
+	case s.Scheduled != nil:
+		at, err := check.ParseClock("scheduled.at", s.Scheduled.At)
+		if err != nil {
+			return nil, err
+		}
+		days, err := check.ParseWeekdays("scheduled.weekdays", s.Scheduled.Weekdays)
+		if err != nil {
+			return nil, err
+		}
+		loc, err := check.LoadLocation("scheduled.timeZone", s.Scheduled.TimeZone)
+		if err != nil {
+			return nil, err
+		}
+		return scheduled{minute: at, weekdays: days, loc: loc}, nil
+	}
+	return nil, fmt.Errorf("oneshot, periodic or scheduled: one must be set")
+}
+
+// oneshot is sent once per entry into the state, delay after it.
+type oneshot struct{ delay time.Duration }
+
+func (o oneshot) due(_ pitstopv1alpha1.MaintenanceState, since, lastSent, now time.Time) (bool, time.Time) {
+	if !lastSent.Before(since) {
+		return false, time.Time{} // sent for this entry
+	}
+	at := since.Add(o.delay)
+	if now.Before(at) {
+		return false, at
+	}
+	return true, time.Time{}
+}
+
+// periodic is sent on entry and every interval after, never in
+// operational.
+type periodic struct{ interval time.Duration }
+
+func (p periodic) due(state pitstopv1alpha1.MaintenanceState, since, lastSent, now time.Time) (bool, time.Time) {
+	if state == pitstopv1alpha1.StateOperational {
+		return false, time.Time{}
+	}
+	if lastSent.Before(since) {
+		return true, now.Add(p.interval)
+	}
+	next := lastSent.Add(p.interval)
+	if now.Before(next) {
+		return false, next
+	}
+	return true, now.Add(p.interval)
+}
+
+// scheduled is sent at a time of day on some weekdays, to nodes that were
+// in the state at that time.
+type scheduled struct {
+	minute   int
+	weekdays map[time.Weekday]bool // empty: every day
+	loc      *time.Location
+}
+
+func (s scheduled) due(_ pitstopv1alpha1.MaintenanceState, since, lastSent, now time.Time) (bool, time.Time) {
+	last := s.latest(now)
+	if !last.IsZero() && !last.Before(since) && lastSent.Before(last) {
+		return true, s.next(now)
+	}
+	return false, s.next(now)
+}
+
+// latest is the most recent scheduled instant at or before now, within the
+// last week.
+func (s scheduled) latest(now time.Time) time.Time {
+	local := now.In(s.loc)
+	for d := 0; d <= 7; d++ {
+		day := local.AddDate(0, 0, -d)
+		t := time.Date(day.Year(), day.Month(), day.Day(), s.minute/60, s.minute%60, 0, 0, s.loc)
+		if s.on(day.Weekday()) && !t.After(now) {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// next is the first scheduled instant after now.
+func (s scheduled) next(now time.Time) time.Time {
+	local := now.In(s.loc)
+	for d := 0; d <= 8; d++ {
+		day := local.AddDate(0, 0, d)
+		t := time.Date(day.Year(), day.Month(), day.Day(), s.minute/60, s.minute%60, 0, 0, s.loc)
+		if s.on(day.Weekday()) && t.After(now) {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+func (s scheduled) on(d time.Weekday) bool { return len(s.weekdays) == 0 || s.weekdays[d] }

@@ -1,0 +1,349 @@
+package notify
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+var env *testutil.Env
+
+func TestMain(m *testing.M) { testutil.Main(m, &env) }
+
+const namespace = "pitstop-notify"
+
+// sender returns a Sender against the test API server, in a fresh
+// namespace holding one Secret with the given keys.
+func sender(t *testing.T, secret map[string]string) *Sender {
+	t.Helper()
+	ns := testutil.Namespace(t, env.Client, namespace+"-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	data := map[string][]byte{}
+	for k, v := range secret {
+		data[k] = []byte(v)
+	}
+	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "notify"}, Data: data})
+	return &Sender{Secrets: env.Client, Client: env.Client, Namespace: ns, HTTP: &http.Client{Timeout: 5 * time.Second}}
+}
+
+func ref(key string) pitstopv1alpha1.SecretKeyRef {
+	return pitstopv1alpha1.SecretKeyRef{Name: "notify", Key: key}
+}
+
+// message compiles inst and renders it for the sample node.
+func message(t *testing.T, inst pitstopv1alpha1.NotificationInstance) Message {
+	t.Helper()
+	inst.Schedule = pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}
+	n, err := Compile(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sample
+	d.Profile = Profiles{Current: "os-updates", Last: "os-updates"}
+	m, err := n.Render("os-updates", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// recorder is an HTTP endpoint that keeps what it was sent.
+type recorder struct {
+	mu       sync.Mutex
+	requests []recorded
+	reply    func(w http.ResponseWriter, r recorded)
+}
+
+type recorded struct {
+	Path, ContentType string
+	Body                             []byte
+	Form                             url.Values
+}
+
+func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	got := recorded{Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), Body: body}
+	got.Form, _ = url.ParseQuery(string(body))
+	rec.mu.Lock()
+	rec.requests = append(rec.requests, got)
+	rec.mu.Unlock()
+	if rec.reply != nil {
+		rec.reply(w, got)
+	}
+}
+
+func (rec *recorder) all() []recorded {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]recorded(nil), rec.requests...)
+}
+
+// TestSlackWebhookPayload: the incoming webhook gets the JSON Slack
+// documents, {"channel", "text"}, at the URL from the Secret.
+func TestSlackWebhookPayload(t *testing.T) {
+	rec := &recorder{reply: func(w http.ResponseWriter, _ recorded) { io.WriteString(w, "ok") }}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	s := sender(t, map[string]string{"url": srv.URL + "/services/T000/B000/XXXX\n"})
+	m := message(t, pitstopv1alpha1.NotificationInstance{Name: "chat", Slack: &pitstopv1alpha1.SlackNotification{
+		WebhookURL: ref("url"), Channel: "#ops", Message: "{{ .Node.Name }} is {{ .State }}"}})
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 1 || reqs[0].Path != "/services/T000/B000/XXXX" || reqs[0].ContentType != "application/json" {
+		t.Fatalf("requests %+v, want one JSON POST to the webhook's path", reqs)
+	}
+	want := `{"channel":"#ops","text":"node-1 is maintenance-required","replace_original":false,"delete_original":false}`
+	if string(reqs[0].Body) != want {
+		t.Errorf("payload %s, want %s", reqs[0].Body, want)
+	}
+}
+
+// TestSlackThreadGroupsRepliesPerPeriod: the first message of a period
+// opens a thread with the title (chat.postMessage with the bot token, in
+// the form as Slack's client library sends it),
+// every message is a reply in it (thread_ts), the thread lives in a Lease,
+// and a message after the period opens a new thread.
+func TestSlackThreadGroupsRepliesPerPeriod(t *testing.T) {
+	var mu sync.Mutex
+	ts := 0
+	rec := &recorder{reply: func(w http.ResponseWriter, r recorded) {
+		mu.Lock()
+		ts++
+		n := ts
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": "C0123", "ts": "1700000000.00000" + string(rune('0'+n))})
+	}}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	s := sender(t, map[string]string{"token": "xoxb-test-token"})
+	s.SlackAPIURL = srv.URL + "/api/"
+	inst := pitstopv1alpha1.NotificationInstance{Name: "ops_thread", SlackThread: &pitstopv1alpha1.SlackThreadNotification{
+		Token: ref("token"), Channel: "C0123", Title: "Maintenance of profile {{ .Profile.Current }}",
+		Message: "{{ .Node.Name }}: {{ .State }}", Period: metav1.Duration{Duration: 2 * time.Second}}}
+	m := message(t, inst)
+	for range 3 {
+		if err := s.Send(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := rec.all()
+	if len(reqs) != 4 {
+		t.Fatalf("%d calls to Slack, want 4 (the title and three replies): %+v", len(reqs), reqs)
+	}
+	for i, r := range reqs {
+		if r.Path != "/api/chat.postMessage" || r.Form.Get("token") != "xoxb-test-token" || r.Form.Get("channel") != "C0123" {
+			t.Errorf("call %d: %s with %v; want chat.postMessage with the bot token to C0123", i, r.Path, r.Form)
+		}
+	}
+	if reqs[0].Form.Get("text") != "Maintenance of profile os-updates" || reqs[0].Form.Has("thread_ts") {
+		t.Errorf("first call %v, want the title outside any thread", reqs[0].Form)
+	}
+	for _, r := range reqs[1:] {
+		if r.Form.Get("text") != "node-1: maintenance-required" || r.Form.Get("thread_ts") != "1700000000.000001" {
+			t.Errorf("reply %v, want the message in thread 1700000000.000001", r.Form)
+		}
+	}
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: s.Namespace, Name: "pitstop-slack-os-updates-ops-thread"}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Annotations[AnnotationSlackThread] != "1700000000.000001" || *lease.Spec.LeaseDurationSeconds != 2 {
+		t.Errorf("Lease %v %v, want the thread and the period", lease.Annotations, lease.Spec)
+	}
+
+	time.Sleep(2100 * time.Millisecond) // the period ends
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	reqs = rec.all()
+	if len(reqs) != 6 || reqs[4].Form.Has("thread_ts") || reqs[5].Form.Get("thread_ts") != "1700000000.000005" {
+		t.Fatalf("after the period: %+v, want a new title and a reply in its thread", reqs[4:])
+	}
+}
+
+// TestWebhookBody: the generic webhook gets text plus the node's facts.
+func TestWebhookBody(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	s := sender(t, map[string]string{"url": srv.URL + "/hooks/abc"})
+	m := message(t, pitstopv1alpha1.NotificationInstance{Name: "teams", Webhook: &pitstopv1alpha1.WebhookNotification{
+		URL: ref("url"), Message: "{{ .Node.Name }} waits"}})
+	if err := s.Send(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	reqs := rec.all()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want 1", len(reqs))
+	}
+	want := `{"text":"node-1 waits","node":"node-1","profile":"os-updates","state":"maintenance-required","previous":"operational","since":"2026-01-01T00:00:00Z","blocking":["window: closed"]}`
+	if string(reqs[0].Body) != want || reqs[0].ContentType != "application/json" {
+		t.Errorf("body %s (%s), want %s", reqs[0].Body, reqs[0].ContentType, want)
+	}
+}
+
+// TestErrorsNameTheSecretAndHideTheURL: a missing key names the Secret and
+// the key; a failed request never shows the URL, which holds a token.
+func TestErrorsNameTheSecretAndHideTheURL(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secretURL := "http://" + l.Addr().String() + "/hooks/secret-token"
+	l.Close() // nothing listens: the request fails
+	s := sender(t, map[string]string{"url": secretURL})
+	m := message(t, pitstopv1alpha1.NotificationInstance{Name: "teams", Webhook: &pitstopv1alpha1.WebhookNotification{URL: ref("url"), Message: "x"}})
+	err = s.Send(t.Context(), m)
+	if err == nil || strings.Contains(err.Error(), "secret-token") || !strings.Contains(err.Error(), "<url from Secret>") {
+		t.Errorf("Send to nowhere: %v, want an error without the URL", err)
+	}
+	m = message(t, pitstopv1alpha1.NotificationInstance{Name: "teams", Webhook: &pitstopv1alpha1.WebhookNotification{URL: ref("nope"), Message: "x"}})
+	if err := s.Send(t.Context(), m); err == nil || !strings.Contains(err.Error(), "Secret "+s.Namespace+`/notify has no key "nope"`) {
+		t.Errorf("Send with a missing key: %v, want an error naming the Secret and the key", err)
+	}
+}
+
+// smtpServer is a real SMTP server (go-smtp) with STARTTLS and PLAIN
+// login, keeping what it receives.
+type smtpServer struct {
+	addr string
+	// roots trust its certificate.
+	roots *tls.Config
+	mu    sync.Mutex
+	mails []receivedMail
+}
+
+type receivedMail struct {
+	from, user string
+	to         []string
+	data       string
+}
+
+func startSMTP(t *testing.T, startTLS bool) *smtpServer {
+	t.Helper()
+	// httptest's TLS server carries a certificate for 127.0.0.1 and a
+	// client configuration that trusts it; the SMTP server borrows both.
+	certs := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(certs.Close)
+	s := &smtpServer{roots: certs.Client().Transport.(*http.Transport).TLSClientConfig}
+	srv := smtp.NewServer(backend{s})
+	srv.Domain = "localhost"
+	if startTLS {
+		srv.TLSConfig = &tls.Config{Certificates: certs.TLS.Certificates}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = l.Addr().String()
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return s
+}
+
+type backend struct{ s *smtpServer }
+
+func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{s: b.s}, nil }
+
+type session struct {
+	s    *smtpServer
+	mail receivedMail
+}
+
+func (s *session) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+func (s *session) Auth(string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(identity, user, password string) error {
+		if user != "pitstop" || password != "s3cret" {
+			return errors.New("invalid credentials")
+		}
+		s.mail.user = user
+		return nil
+	}), nil
+}
+
+func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.mail.from = from; return nil }
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error  { s.mail.to = append(s.mail.to, to); return nil }
+func (s *session) Data(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	s.mail.data = string(data)
+	s.s.mu.Lock()
+	s.s.mails = append(s.s.mails, s.mail)
+	s.s.mu.Unlock()
+	return err
+}
+func (s *session) Reset()        { s.mail = receivedMail{} }
+func (s *session) Logout() error { return nil }
+
+func (s *smtpServer) received() []receivedMail {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]receivedMail(nil), s.mails...)
+}
+
+func mailInstance(address string) pitstopv1alpha1.NotificationInstance {
+	return pitstopv1alpha1.NotificationInstance{Name: "ops_mail", Mail: &pitstopv1alpha1.MailNotification{
+		Address: address, From: "pitstop@example.com", To: []string{"ops@example.com", "oncall@example.com"},
+		Subject: "{{ .Node.Name }} is {{ .State }}", Message: "Node {{ .Node.Name }} waits:\n{{ range .Blocking }}- {{ . }}\n{{ end }}",
+		Auth: &pitstopv1alpha1.MailAuth{Username: "pitstop", Password: ref("password")}}}
+}
+
+// TestMailThroughSTARTTLSWithLogin sends through a real SMTP server:
+// STARTTLS, PLAIN login with the password from the Secret, both
+// recipients, the rendered subject and body.
+func TestMailThroughSTARTTLSWithLogin(t *testing.T) {
+	srv := startSMTP(t, true)
+	s := sender(t, map[string]string{"password": "s3cret"})
+	s.MailTLS = srv.roots
+	if err := s.Send(t.Context(), message(t, mailInstance(srv.addr))); err != nil {
+		t.Fatal(err)
+	}
+	mails := srv.received()
+	if len(mails) != 1 {
+		t.Fatalf("%d mails received, want 1", len(mails))
+	}
+	m := mails[0]
+	if m.user != "pitstop" || m.from != "pitstop@example.com" || strings.Join(m.to, ",") != "ops@example.com,oncall@example.com" {
+		t.Errorf("mail from %q to %v as %q", m.from, m.to, m.user)
+	}
+	for _, want := range []string{"Subject: node-1 is maintenance-required", "Node node-1 waits:\r\n- window: closed"} {
+		if !strings.Contains(m.data, want) {
+			t.Errorf("mail does not contain %q:\n%s", want, m.data)
+		}
+	}
+}
+
+// TestMailRefusesAServerWithoutTLS: by default a server that cannot
+// STARTTLS gets neither the password nor the mail.
+func TestMailRefusesAServerWithoutTLS(t *testing.T) {
+	srv := startSMTP(t, false)
+	s := sender(t, map[string]string{"password": "s3cret"})
+	err := s.Send(t.Context(), message(t, mailInstance(srv.addr)))
+	if err == nil || len(srv.received()) != 0 {
+		t.Fatalf("Send: %v with %d mails received, want a refusal and nothing sent", err, len(srv.received()))
+	}
+	if !strings.Contains(err.Error(), "sending mail through "+srv.addr) {
+		t.Errorf("error %q does not name the server", err)
+	}
+}
