@@ -74,8 +74,8 @@ type recorder struct {
 
 type recorded struct {
 	Path, ContentType string
-	Body                             []byte
-	Form                             url.Values
+	Body              []byte
+	Form              url.Values
 }
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +284,10 @@ func (s *session) Auth(string) (sasl.Server, error) {
 }
 
 func (s *session) Mail(from string, _ *smtp.MailOptions) error { s.mail.from = from; return nil }
-func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error  { s.mail.to = append(s.mail.to, to); return nil }
+func (s *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	s.mail.to = append(s.mail.to, to)
+	return nil
+}
 func (s *session) Data(r io.Reader) error {
 	data, err := io.ReadAll(r)
 	s.mail.data = string(data)
