@@ -240,7 +240,7 @@ func (c *converter) resolveNotify(ch chain, s *seedConfig, what string) {
 		c.errorf(ch.node, "%s %q: undefined notification instance%s %s", what, ch.text, plural(len(undefined), "s", ""), strings.Join(undefined, ", "))
 		return
 	}
-	c.warnf(ch.node, "%s %q is dropped: pitstop has no notifications yet", what, ch.text)
+	c.warnf(ch.node, "%s %q is dropped with its instances: add it as the state's notify list by hand", what, ch.text)
 }
 
 // scopeTo returns the check as the profile uses it: a maxMaintenance whose

@@ -115,7 +115,7 @@ func (c *converter) parseInstances(n *yaml.Node, s *seedConfig) {
 	items, _ = c.items(kinds["notify"].value, "instances.notify")
 	for _, item := range items {
 		if inst, _, ok := c.instance(item, "notification", false, "name", "type", "config", "schedule"); ok {
-			c.warnf(inst.node, "%s (%s) is not imported: pitstop has no notifications yet", inst.what(), inst.typ)
+			c.warnf(inst.node, "%s (%s) is not imported: its hook, token or password would have to move into a Secret; add it to the profile by hand (docs/profiles.md, Notifications)", inst.what(), inst.typ)
 			s.notifies = append(s.notifies, inst)
 		}
 	}

@@ -134,6 +134,13 @@ func TestNotificationsFollowTheirSchedulesAcrossRestarts(t *testing.T) {
 		return fmt.Errorf("no NotificationFailed Event yet")
 	})
 
+	if n := counterValue(t, "pitstop_notifications_failed_total", map[string]string{"profile": "notified", "plugin": "webhook"}); n != 1 {
+		t.Errorf("pitstop_notifications_failed_total{profile=notified,plugin=webhook} = %v, want 1", n)
+	}
+	if n := counterValue(t, "pitstop_notifications_sent_total", map[string]string{"profile": "notified", "plugin": "webhook"}); n < 4 {
+		t.Errorf("pitstop_notifications_sent_total{profile=notified,plugin=webhook} = %v, want the oneshot and at least 3 reminders", n)
+	}
+
 	first.Stop()
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	reminders := len(hooks.got("/reminder"))
