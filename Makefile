@@ -23,7 +23,7 @@ help: ## Show the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## Install the system packages the tests need (gcc for -race, prometheus for the health-gate check), if missing.
+deps: ## Install the system packages the tests need (gcc for -race, prometheus for the health-gate check, chromium for the dashboard's browser test), if missing.
 	@hack/ensure-deps.sh
 
 .PHONY: tools

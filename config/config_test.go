@@ -3,7 +3,9 @@ package config_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -91,6 +94,7 @@ func TestInstallManifestsGrantWhatTheManagerNeeds(t *testing.T) {
 	opts.Webhook.Port = testutil.FreePort(t)
 	opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", opts.Webhook.Port)
 	opts.Webhook.CertDir = t.TempDir()
+	opts.DashboardAddr = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	mgr, err := manager.New(t.Context(), asServiceAccount, opts, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
@@ -126,5 +130,23 @@ func TestInstallManifestsGrantWhatTheManagerNeeds(t *testing.T) {
 	}
 	if err := env.Client.DeleteAllOf(t.Context(), &admissionregistrationv1.ValidatingWebhookConfiguration{}); err != nil {
 		t.Error(err)
+	}
+
+	// The dashboard reads a node, its profiles and its Events.
+	testutil.Create(t, env.Client, testutil.Node("rbac-dashboard"))
+	report := &explain.NodeReport{}
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + opts.DashboardAddr + "/api/v1/nodes/rbac-dashboard")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /api/v1/nodes/rbac-dashboard: %s", resp.Status)
+		}
+		return json.NewDecoder(resp.Body).Decode(report)
+	})
+	if report.EventsError != "" {
+		t.Errorf("the dashboard cannot read Events as the ServiceAccount: %s", report.EventsError)
 	}
 }

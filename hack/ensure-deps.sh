@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the system packages the build needs when they are missing: gcc,
-# because `go test -race` needs cgo, and prometheus, which the tests of the
-# prometheusInstant check query. Only Debian's packages are reachable.
+# because `go test -race` needs cgo, prometheus, which the tests of the
+# prometheusInstant check query, and chromium, in which test/browser reads
+# the dashboard (at /usr/bin/chromium, where the test looks for it). Only
+# Debian's packages are reachable.
 set -euo pipefail
 missing=()
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v prometheus >/dev/null || missing+=(prometheus)
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
 ((${#missing[@]})) || exit 0
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
   echo "missing ${missing[*]}: install them (Debian: apt-get install -y ${missing[*]})" >&2

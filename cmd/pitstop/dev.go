@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,6 +40,7 @@ func newDevCommand() *cobra.Command {
 	o.manager.LeaderElection = false // the demo is the only manager of its cluster
 	o.manager.MetricsAddr = "127.0.0.1:8080"
 	o.manager.HealthAddr = "127.0.0.1:8081"
+	o.manager.DashboardAddr = "127.0.0.1:8082"
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Start a local cluster of simulated nodes and run pitstop against it",
@@ -150,15 +152,19 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	go func() { mgrDone <- mgr.Start(ctx) }()
 
 	binDir, _ := filepath.Abs(o.binDir)
+	dashboard := ""
+	if o.manager.DashboardAddr != "0" {
+		dashboard = "\nDashboard: " + dashboardURL(o.manager.DashboardAddr) + " (the fleet and each node, live)\n"
+	}
 	fmt.Fprintf(out, `Local cluster ready in %.1fs: %d nodes Ready, sample workloads running in namespace %s.
 pitstop is running against it (log: %s).
 
 Use it from another terminal:
   export KUBECONFIG=%s PATH=%s:$PATH
   kubectl get nodes
-
+%s
 Press Ctrl-C to stop.
-`, time.Since(started).Seconds(), o.nodes, localcluster.SampleNamespace, logPath, cluster.KubeconfigPath, binDir)
+`, time.Since(started).Seconds(), o.nodes, localcluster.SampleNamespace, logPath, cluster.KubeconfigPath, binDir, dashboard)
 
 	if o.rolling {
 		go func() {
@@ -173,6 +179,16 @@ Press Ctrl-C to stop.
 	case err := <-mgrDone:
 		return err
 	}
+}
+
+// dashboardURL is where a browser on this machine finds the dashboard
+// served on addr.
+func dashboardURL(addr string) string {
+	host, port, _ := net.SplitHostPort(addr) // validated
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
 // openDevLog opens where the manager's log goes: stderr for "-", the given

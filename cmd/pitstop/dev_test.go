@@ -67,12 +67,20 @@ func kubectl(t *testing.T, environ []string, args ...string) string {
 
 // TestDemoComesUpAndCtrlCLeavesNothing is the demo as a user runs it: 20
 // simulated nodes Ready, sample workloads Running, pitstop's CRDs installed,
-// kubectl working with the printed KUBECONFIG; then Ctrl-C stops every
-// process and removes the cluster's directory.
+// kubectl working with the printed KUBECONFIG, the dashboard at the printed
+// URL; then Ctrl-C stops every process and removes the cluster's directory.
 func TestDemoComesUpAndCtrlCLeavesNothing(t *testing.T) {
-	p := startPitstop(t, "dev", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	dashboard := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	p := startPitstop(t, "dev", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr="+dashboard, fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
 	environ, dir := devEnv(t, line)
+	if line, _ := p.awaitLine("Dashboard: ", time.Second); !strings.HasPrefix(line, "Dashboard: http://"+dashboard+"/ ") {
+		t.Errorf("dashboard line %q, want the URL of %s", line, dashboard)
+	}
+	fleet := awaitOK(t, "http://"+dashboard+"/api/v1/fleet")
+	if !strings.Contains(fleet, `"nodes": 20,`) {
+		t.Errorf("the dashboard does not count 20 nodes: %s", fleet)
+	}
 
 	nodes := strings.Split(strings.TrimSpace(kubectl(t, environ, "get", "nodes", "--no-headers")), "\n")
 	if len(nodes) != 20 {
@@ -136,7 +144,7 @@ func TestDemoStopsEverythingOnSIGTERMAndSIGKILL(t *testing.T) {
 		{syscall.SIGKILL, -1, false}, // nobody is left to remove the directory; the next start does
 	} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
-			p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+			p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 			line, _ := p.awaitLine("export KUBECONFIG=", 2*time.Minute)
 			_, dir := devEnv(t, line)
 			t.Cleanup(func() { os.RemoveAll(dir) })
@@ -171,7 +179,7 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 // maintenance (drained, "rebooted", restored), never more than 2 at once,
 // and the terminal shows the progress.
 func TestRollingDemo(t *testing.T) {
-	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
 	environ, dir := devEnv(t, line)
 	p.awaitLine("Applied MaintenanceProfile rolling-reboot", time.Minute)

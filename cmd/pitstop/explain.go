@@ -55,7 +55,7 @@ service account.`,
 			ev := profile.NewEvaluator(c, check.Deps{Prometheus: check.NewPrometheusClient()})
 			var report interface{ WriteText(io.Writer) error }
 			if args[0] == "node" {
-				report, err = explain.Node(cmd.Context(), c, ev, args[1], time.Now())
+				report, err = explain.Node(cmd.Context(), c, c, ev, args[1], time.Now())
 			} else {
 				report, err = explain.Profile(cmd.Context(), c, ev, args[1], time.Now())
 			}

@@ -40,9 +40,11 @@ func (o *logOptions) validate() error {
 func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint, or 0 to turn it off")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz, or 0 to turn them off")
+	fs.StringVar(&o.DashboardAddr, "dashboard-addr", o.DashboardAddr, "address of the read-only dashboard and its JSON API (every replica serves it), or 0 to turn it off")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
 	fs.IntVar(&o.NodeMaintenance.MaxConcurrentReconciles, "node-maintenance-concurrency", o.NodeMaintenance.MaxConcurrentReconciles, "how many NodeMaintenances are worked on at once")
 	fs.IntVar(&o.NodeMaintenance.EvictionConcurrency, "eviction-concurrency", o.NodeMaintenance.EvictionConcurrency, "how many evictions of one node's pods are in flight at once")
+	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "Slack Web API base URL for slackThread notifications (default Slack's own; https://slack-gov.com/api/ for GovSlack)")
 	fs.BoolVar(&o.Medik8sCompat, "medik8s-compat", o.Medik8sCompat, "also reconcile nodemaintenance.medik8s.io/v1beta1 NodeMaintenance objects (their CRD must be installed), through pitstop's own NodeMaintenance")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", o.Webhook.Port, "port of the admission webhook server, or 0 to turn the webhook off")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory where pitstop writes the webhook's serving certificate")

@@ -43,7 +43,7 @@ default) only one replica acts at a time; the others wait on the Lease.`,
 				return err
 			}
 			log.Info("Starting manager", "leaderElection", o.manager.LeaderElection,
-				"leaseNamespace", o.manager.LeaderElectionNamespace, "metrics", o.manager.MetricsAddr, "health", o.manager.HealthAddr)
+				"leaseNamespace", o.manager.LeaderElectionNamespace, "metrics", o.manager.MetricsAddr, "health", o.manager.HealthAddr, "dashboard", o.manager.DashboardAddr)
 			// Start returns once the signal context ends and the controllers
 			// have stopped (or GracefulShutdownTimeout passed); with leader
 			// election on, the Lease is released on the way out.

@@ -20,7 +20,8 @@ import (
 )
 
 // runArgs are the flags of a `pitstop run` under test: the envtest API
-// server, free ports, a Lease of its own and short leader-election timings.
+// server, free ports (the dashboard's too, so replicas can run side by
+// side), a Lease of its own and short leader-election timings.
 func runArgs(t *testing.T, leaseName string) (args []string, metrics, health string) {
 	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -33,6 +34,7 @@ func runArgs(t *testing.T, leaseName string) (args []string, metrics, health str
 		"--kubeconfig=" + kubeconfig,
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + health,
+		"--dashboard-addr=" + freeAddr(t),
 		"--leader-election-namespace=default",
 		"--leader-election-id=" + leaseName,
 		"--leader-election-lease-duration=4s",
@@ -131,15 +133,19 @@ func TestRunServesProbesAndMetricsAndLogsJSON(t *testing.T) {
 
 // TestStandbyReplicaTakesOverOnShutdown runs two replicas: only one holds
 // the Lease; when it stops, the other takes over without waiting for the
-// Lease to expire.
+// Lease to expire. The standby serves the dashboard all along.
 func TestStandbyReplicaTakesOverOnShutdown(t *testing.T) {
 	argsA, metricsA, _ := runArgs(t, "pitstop-handover")
 	a := startPitstop(t, argsA...)
 	holderA := awaitHolder(t, "pitstop-handover", func(h string) bool { return h != "" && h[0] != '<' }, "a holder")
 
 	argsB, metricsB, healthB := runArgs(t, "pitstop-handover")
-	b := startPitstop(t, argsB...)
+	dashboardB := freeAddr(t)
+	b := startPitstop(t, append(argsB, "--dashboard-addr="+dashboardB)...)
 	awaitOK(t, "http://"+healthB+"/readyz")
+	if body := awaitOK(t, "http://"+dashboardB+"/api/v1/fleet"); !strings.Contains(body, `"profiles"`) {
+		t.Errorf("the standby's dashboard answers %s", body)
+	}
 	// The standby reports itself as not the leader and leaves the Lease alone.
 	bodyB := awaitOK(t, "http://"+metricsB+"/metrics")
 	if strings.Contains(bodyB, `leader_election_master_status{name="pitstop-handover"} 1`) {

@@ -58,8 +58,56 @@ func (k Key) id() string {
 type Slots struct {
 	// Client must read from the API server, not a cache.
 	Client client.Client
+	// Cache reads the slot Leases from an informer cache, for LooksFull;
+	// nil means LooksFull never answers yes.
+	Cache client.Reader
 	// Namespace holds the Leases (the manager's own).
 	Namespace string
+}
+
+// LooksFull reports, from the cache, that every slot of the budget is held
+// by another node and none has expired: Acquire would refuse, so it need
+// not ask the API server. It never grants anything, so a lagging cache
+// cannot let a node in: at worst a slot just given back still looks taken,
+// and the watch event that shows it free wakes the waiting nodes again.
+func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, expired Stale) bool {
+	if s.Cache == nil {
+		return false
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+		return false
+	}
+	held := 0
+	for i := range list.Items {
+		lease := &list.Items[i]
+		holder := holderOf(lease)
+		switch {
+		case holder == node:
+			return false // holding one: Acquire says so
+		case holder == "", !isSlot(key, max, lease.Name), expired != nil && expired(holder, lease):
+			continue
+		}
+		held++
+	}
+	return held >= max
+}
+
+// KeyOf returns the budget a slot Lease belongs to, and whether it is one.
+func KeyOf(lease *coordinationv1.Lease) (Key, bool) {
+	if _, ok := lease.Labels[LabelBudget]; !ok {
+		return Key{}, false
+	}
+	return Key{Name: lease.Annotations[annotationBudgetName], Group: lease.Annotations[annotationBudgetGroup]}, true
+}
+
+func isSlot(key Key, max int, name string) bool {
+	for i := range max {
+		if name == slotName(key, i) {
+			return true
+		}
+	}
+	return false
 }
 
 // Stale reports whether a slot's holder no longer needs it (its node left
@@ -155,7 +203,7 @@ func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, le
 	for i := range list.Items {
 		lease := &list.Items[i]
 		holder := holderOf(lease)
-		key := Key{Name: lease.Annotations[annotationBudgetName], Group: lease.Annotations[annotationBudgetGroup]}
+		key, _ := KeyOf(lease)
 		if holder == "" || !stale(key, holder, lease) {
 			continue
 		}

@@ -117,6 +117,48 @@ func TestStaleSlotIsTakenOver(t *testing.T) {
 	}
 }
 
+// TestLooksFull: a budget looks full to a node when every slot is held by
+// another and none has expired, never to a holder, and not at all without
+// a cache.
+func TestLooksFull(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-looks-full")
+	// The API server stands in for the informer cache: same reads.
+	s := &Slots{Client: env.Client, Cache: env.Client, Namespace: ns}
+	key := Key{Name: "fleet"}
+	t0 := time.Now()
+	if s.LooksFull(t.Context(), key, 2, "c", nil) {
+		t.Fatal("an empty budget looks full")
+	}
+	for _, n := range []string{"a", "b"} {
+		if _, ok, err := s.Acquire(t.Context(), key, 2, n, t0, nil); err != nil || !ok {
+			t.Fatalf("%s: %v %v", n, ok, err)
+		}
+	}
+	if !s.LooksFull(t.Context(), key, 2, "c", nil) {
+		t.Error("both slots held: the budget must look full to c")
+	}
+	if s.LooksFull(t.Context(), key, 2, "a", nil) {
+		t.Error("the budget looks full to a, which holds a slot")
+	}
+	if s.LooksFull(t.Context(), key, 3, "c", nil) {
+		t.Error("two of three slots held: the budget looks full")
+	}
+	expiredA := func(holder string, _ *coordinationv1.Lease) bool { return holder == "a" }
+	if s.LooksFull(t.Context(), key, 2, "c", expiredA) {
+		t.Error("a's slot has expired: the budget must not look full")
+	}
+	if (&Slots{Client: env.Client, Namespace: ns}).LooksFull(t.Context(), key, 2, "c", nil) {
+		t.Error("without a cache the budget looked full")
+	}
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: slotName(key, 0)}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := KeyOf(lease); !ok || got != key {
+		t.Errorf("KeyOf(slot) = %v, %v; want %v", got, ok, key)
+	}
+}
+
 func TestKeyIDsAreValidAndDistinct(t *testing.T) {
 	a := slotName(Key{Name: "OS.Update", Group: "zone/a b"}, 0)
 	b := slotName(Key{Name: "OS.Update", Group: "zone/a c"}, 0)

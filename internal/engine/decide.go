@@ -48,12 +48,12 @@ type Input struct {
 // Decision is what the node should do now.
 type Decision struct {
 	// Take is the index of the transition to take, or -1 to stay.
-	Take int
+	Take int `json:"take"`
 	// Evaluations explain every transition of the current state, in order.
-	Evaluations []TransitionEvaluation
+	Evaluations []TransitionEvaluation `json:"evaluations"`
 	// NextChange is the earliest time a check's answer can change by
 	// itself; zero when only a change in the cluster can.
-	NextChange time.Time
+	NextChange time.Time `json:"nextChange"`
 }
 
 // Decide evaluates the current state's transitions in order; the first one

@@ -15,6 +15,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -32,6 +33,8 @@ type NodeReport struct {
 	Profiles    []profile.Evaluation `json:"profiles"`
 	Maintenance []Maintenance        `json:"maintenances,omitempty"`
 	Events      []Event              `json:"events,omitempty"`
+	// EventsError says why Events could not be read (RBAC, say).
+	EventsError string `json:"eventsError,omitempty"`
 	// NextChange is the earliest time a check's answer can change by
 	// itself; nil when only a change in the cluster can change it.
 	NextChange *time.Time `json:"nextChange,omitempty"`
@@ -63,8 +66,11 @@ type Event struct {
 const maxEvents = 10
 
 // Node builds the report of one node from reader (the API server for the
-// command line, the manager's cache for the dashboard).
-func Node(ctx context.Context, reader client.Reader, ev *profile.Evaluator, name string, now time.Time) (*NodeReport, error) {
+// command line, the manager's cache for the dashboard), and its Events from
+// events, which must read the API server: Events are listed with a field
+// selector on the node, which a cache would serve only by holding every
+// Event of the cluster.
+func Node(ctx context.Context, reader, events client.Reader, ev *profile.Evaluator, name string, now time.Time) (*NodeReport, error) {
 	node := &corev1.Node{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
@@ -88,36 +94,51 @@ func Node(ctx context.Context, reader client.Reader, ev *profile.Evaluator, name
 	if err := reader.List(ctx, nms); err != nil {
 		return nil, err
 	}
-	for _, nm := range nms.Items {
-		if nm.Spec.NodeName != name {
-			continue
+	for i := range nms.Items {
+		if nms.Items[i].Spec.NodeName == name {
+			r.Maintenance = append(r.Maintenance, MaintenanceOf(&nms.Items[i]))
 		}
-		r.Maintenance = append(r.Maintenance, Maintenance{
-			Name: nm.Name, Reason: nm.Spec.Reason, Phase: string(nm.Status.Phase), Progress: nm.Status.DrainProgress,
-			Pending: len(nm.Status.PendingPods), Blockers: nm.Status.Blockers, LastError: nm.Status.LastError,
-			Drained:  meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained),
-			Deleting: nm.DeletionTimestamp != nil,
-		})
 	}
-
-	events := &eventsv1.EventList{}
-	if err := reader.List(ctx, events); err == nil {
-		for _, e := range events.Items {
-			if e.Regarding.Kind != "Node" || e.Regarding.Name != name {
-				continue
-			}
-			out := Event{Time: eventTime(&e), Type: e.Type, Reason: e.Reason, Note: e.Note}
-			if e.Series != nil {
-				out.Count = e.Series.Count
-			} else if e.DeprecatedCount > 1 {
-				out.Count = e.DeprecatedCount
-			}
-			r.Events = append(r.Events, out)
-		}
-		sort.Slice(r.Events, func(i, j int) bool { return r.Events[i].Time.After(r.Events[j].Time) })
-		r.Events = r.Events[:min(len(r.Events), maxEvents)]
+	r.Events, err = nodeEvents(ctx, events, name)
+	if err != nil {
+		// The rest of the report stands without them.
+		r.EventsError = err.Error()
 	}
 	return r, nil
+}
+
+// MaintenanceOf is what a NodeMaintenance tells about its drain.
+func MaintenanceOf(nm *pitstopv1alpha1.NodeMaintenance) Maintenance {
+	return Maintenance{
+		Name: nm.Name, Reason: nm.Spec.Reason, Phase: string(nm.Status.Phase), Progress: nm.Status.DrainProgress,
+		Pending: len(nm.Status.PendingPods), Blockers: nm.Status.Blockers, LastError: nm.Status.LastError,
+		Drained:  meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained),
+		Deleting: nm.DeletionTimestamp != nil,
+	}
+}
+
+// nodeEvents lists the latest Events about the node, newest first. The
+// field selector lets the API server pick them (events.k8s.io/v1 maps
+// regarding.* to the core Event's involvedObject.* fields).
+func nodeEvents(ctx context.Context, reader client.Reader, name string) ([]Event, error) {
+	list := &eventsv1.EventList{}
+	selector := fields.AndSelectors(fields.OneTermEqualSelector("regarding.kind", "Node"), fields.OneTermEqualSelector("regarding.name", name))
+	if err := reader.List(ctx, list, client.MatchingFieldsSelector{Selector: selector}); err != nil {
+		return nil, fmt.Errorf("listing the Events of node %s: %w", name, err)
+	}
+	out := make([]Event, 0, len(list.Items))
+	for i := range list.Items {
+		e := &list.Items[i]
+		ev := Event{Time: eventTime(e), Type: e.Type, Reason: e.Reason, Note: e.Note}
+		if e.Series != nil {
+			ev.Count = e.Series.Count
+		} else if e.DeprecatedCount > 1 {
+			ev.Count = e.DeprecatedCount
+		}
+		out = append(out, ev)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Time.After(out[j].Time) })
+	return out[:min(len(out), maxEvents)], nil
 }
 
 func eventTime(e *eventsv1.Event) time.Time {

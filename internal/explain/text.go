@@ -96,6 +96,10 @@ func (r *NodeReport) WriteText(w io.Writer) error {
 	} else {
 		p.line(0, "Next change: only when something in the cluster changes.")
 	}
+	if r.EventsError != "" {
+		p.line(0, "")
+		p.line(0, "Recent events: cannot be read: %s", r.EventsError)
+	}
 	if len(r.Events) > 0 {
 		p.line(0, "")
 		p.line(0, "Recent events:")

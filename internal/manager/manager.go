@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +21,8 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
+	"github.com/pitstop-dev/pitstop/internal/dashboard"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
@@ -29,6 +33,9 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz; "0" turns it off.
 	HealthAddr string
+	// DashboardAddr serves the read-only dashboard and its JSON API; "0"
+	// turns it off. Every replica serves it, leader or not.
+	DashboardAddr string
 
 	// LeaderElection makes only one replica active at a time.
 	LeaderElection bool
@@ -55,6 +62,10 @@ type Options struct {
 	// NodeMaintenance tunes the NodeMaintenance controller.
 	NodeMaintenance nodemaintenance.Options
 
+	// SlackAPIURL is the Slack Web API that slackThread notifications
+	// call (Slack's own unless set, e.g. https://slack-gov.com/api/).
+	SlackAPIURL string
+
 	// Medik8sCompat also reconciles nodemaintenance.medik8s.io/v1beta1
 	// NodeMaintenance objects through pitstop's own; their CRD must be
 	// installed.
@@ -66,6 +77,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:             ":8080",
 		HealthAddr:              ":8081",
+		DashboardAddr:           ":8082",
 		LeaderElection:          true,
 		LeaderElectionNamespace: "pitstop-system",
 		LeaderElectionID:        "pitstop-manager",
@@ -97,11 +109,26 @@ func (o Options) Validate() error {
 	if err := validateAddr("health-probe-bind-address", o.HealthAddr); err != nil {
 		return err
 	}
-	if o.MetricsAddr != "0" && o.MetricsAddr == o.HealthAddr && !hasPortZero(o.MetricsAddr) {
+	if err := validateAddr("dashboard-addr", o.DashboardAddr); err != nil {
+		return err
+	}
+	if collide(o.MetricsAddr, o.HealthAddr) {
 		return &FlagError{"health-probe-bind-address", o.HealthAddr, "must differ from --metrics-bind-address"}
+	}
+	if collide(o.MetricsAddr, o.DashboardAddr) {
+		return &FlagError{"dashboard-addr", o.DashboardAddr, "must differ from --metrics-bind-address"}
+	}
+	if collide(o.HealthAddr, o.DashboardAddr) {
+		return &FlagError{"dashboard-addr", o.DashboardAddr, "must differ from --health-probe-bind-address"}
 	}
 	if err := o.Webhook.validate(); err != nil {
 		return err
+	}
+	if o.SlackAPIURL != "" {
+		u, err := url.Parse(o.SlackAPIURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return &FlagError{"slack-api-url", o.SlackAPIURL, "must be an http(s) URL such as https://slack.com/api/"}
+		}
 	}
 	if o.NodeMaintenance.MaxConcurrentReconciles < 1 {
 		return &FlagError{"node-maintenance-concurrency", strconv.Itoa(o.NodeMaintenance.MaxConcurrentReconciles), "must be at least 1"}
@@ -155,9 +182,26 @@ func validateAddr(flag, addr string) error {
 	return nil
 }
 
-func hasPortZero(addr string) bool {
-	_, port, _ := net.SplitHostPort(addr)
-	return port == "0"
+// collide reports whether two valid addresses would bind the same port:
+// the same port on the same host, or on all hosts ("" or an unspecified
+// IP). Addresses turned off ("0") or on a port picked by the system (port
+// 0) never collide.
+func collide(a, b string) bool {
+	if a == "0" || b == "0" {
+		return false
+	}
+	hostA, portA, _ := net.SplitHostPort(a)
+	hostB, portB, _ := net.SplitHostPort(b)
+	if portA != portB || portA == "0" {
+		return false
+	}
+	return hostA == hostB || allHosts(hostA) || allHosts(hostB)
+}
+
+// allHosts reports whether a listen host means every interface.
+func allHosts(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // New builds the manager against cfg with the controllers and the webhook
@@ -182,7 +226,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		RenewDeadline:                 &opts.RenewDeadline,
 		RetryPeriod:                   &opts.RetryPeriod,
 		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
-		Cache:                         cacheOptions(),
+		Cache:                         cacheOptions(opts.LeaderElectionNamespace),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -196,7 +240,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, opts.NodeMaintenance); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
-	if _, err := profile.Setup(mgr, profile.Options{MaxConcurrentReconciles: opts.NodeMaintenance.MaxConcurrentReconciles, LeaseNamespace: opts.LeaderElectionNamespace}); err != nil {
+	if _, err := profile.Setup(mgr, profile.Options{
+		MaxConcurrentReconciles: opts.NodeMaintenance.MaxConcurrentReconciles, LeaseNamespace: opts.LeaderElectionNamespace,
+		SlackAPIURL: slackAPIURL(opts.SlackAPIURL),
+	}); err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
 	}
 	if opts.Medik8sCompat {
@@ -209,7 +256,32 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 			return nil, err
 		}
 	}
+	if opts.DashboardAddr != "0" {
+		if err := setupDashboard(mgr, opts.DashboardAddr, log); err != nil {
+			return nil, err
+		}
+	}
 	return mgr, nil
+}
+
+// setupDashboard serves the dashboard from this replica's cache, leader or
+// not. Events are the exception: they are read from the API server, a
+// node's at a time, so that no informer holds every Event of the cluster.
+func setupDashboard(mgr ctrl.Manager, addr string, log logr.Logger) error {
+	h := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), check.Deps{Prometheus: check.NewPrometheusClient()})
+	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log.WithName("dashboard")}); err != nil {
+		return fmt.Errorf("adding the dashboard: %w", err)
+	}
+	return nil
+}
+
+// slackAPIURL ends the Slack API's base URL with the slash the Slack
+// client appends method names to.
+func slackAPIURL(u string) string {
+	if u == "" || strings.HasSuffix(u, "/") {
+		return u
+	}
+	return u + "/"
 }
 
 // cacheSynced is ready once the manager's informers have synced: before

@@ -1,23 +1,35 @@
 package manager
 
 import (
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pitstop-dev/pitstop/internal/budget"
 )
 
 // cacheOptions keeps the informer cache small on large fleets. Every pod of
 // the cluster is cached (the drains find a node's pods through it), so a
 // pod keeps only what pitstop reads; nodes lose their image lists and
 // volume bookkeeping. Writes to pods and nodes are patches computed against
-// the cached object, so the fields left out are never written back.
-func cacheOptions() cache.Options {
+// the cached object, so the fields left out are never written back. Of the
+// Leases, only the budget slots in pitstop's namespace are cached (not the
+// nodes' heartbeats).
+func cacheOptions(namespace string) cache.Options {
+	slots, _ := labels.NewRequirement(budget.LabelBudget, selection.Exists, nil)
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}:  {Transform: slimPod},
 			&corev1.Node{}: {Transform: slimNode},
+			&coordinationv1.Lease{}: {
+				Namespaces: map[string]cache.Config{namespace: {}},
+				Label:      labels.NewSelector().Add(*slots),
+			},
 		},
 	}
 }

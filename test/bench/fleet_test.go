@@ -164,6 +164,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	for _, p := range res.phases {
 		b.Logf("nodes=%d: median %s: %.2fs", nodes, p.name, p.median.Seconds())
 	}
+	m.controllerLoad(b)
 	if res.mostInMaintenance > budget || res.mostDraining > budget {
 		b.Errorf("the budget of %d was exceeded: %d in maintenance, %d draining at once", budget, res.mostInMaintenance, res.mostDraining)
 	}
@@ -407,7 +408,7 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 	cmd := exec.Command(binary, "run", "--kubeconfig="+kubeconfig, "--leader-elect=false", "--webhook-port=0",
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
-		"--log-level=error")
+		"--dashboard-addr=0", "--log-level=error")
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+managerNS)
 	logFile, err := os.Create(filepath.Join(b.TempDir(), "pitstop.log"))
 	if err != nil {
@@ -445,6 +446,12 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 // requests sums client-go's rest_client_requests_total from the manager's
 // /metrics: every request the manager has sent to the API server.
 func (m *managerProcess) requests() (float64, error) {
+	return m.sum("rest_client_requests_total")
+}
+
+// sum adds up the samples of a metric in the manager's /metrics whose
+// labels include every one given (as `name="value"`).
+func (m *managerProcess) sum(metric string, labels ...string) (float64, error) {
 	resp, err := http.Get(m.metrics)
 	if err != nil {
 		return 0, err
@@ -452,10 +459,16 @@ func (m *managerProcess) requests() (float64, error) {
 	defer resp.Body.Close()
 	var total float64
 	s := bufio.NewScanner(resp.Body)
+next:
 	for s.Scan() {
 		line := s.Text()
-		if !strings.HasPrefix(line, "rest_client_requests_total{") {
+		if !strings.HasPrefix(line, metric+"{") {
 			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(line, l) {
+				continue next
+			}
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
@@ -464,6 +477,28 @@ func (m *managerProcess) requests() (float64, error) {
 		total += v
 	}
 	return total, s.Err()
+}
+
+// controllerLoad logs, for each of the manager's controllers, how many
+// reconciles it ran, how long they took and waited in the queue on
+// average, and how many of the manager's writes lost a conflict.
+func (m *managerProcess) controllerLoad(b *testing.B) {
+	for _, c := range []string{"profile-node", "nodemaintenance", "profile-status"} {
+		name := `controller="` + c + `"`
+		n, err1 := m.sum("controller_runtime_reconcile_time_seconds_count", name)
+		took, err2 := m.sum("controller_runtime_reconcile_time_seconds_sum", name)
+		queued, err3 := m.sum("workqueue_queue_duration_seconds_count", `name="`+c+`"`)
+		waited, err4 := m.sum("workqueue_queue_duration_seconds_sum", `name="`+c+`"`)
+		if err := errors.Join(err1, err2, err3, err4); err != nil || n == 0 || queued == 0 {
+			b.Logf("controller %s: no figures (%v)", c, err)
+			continue
+		}
+		b.Logf("controller %s: %.0f reconciles, %.1f ms each on average, %.1f ms in the queue on average", c, n, took/n*1000, waited/queued*1000)
+	}
+	conflicts, err := m.sum("rest_client_requests_total", `code="409"`)
+	if err == nil {
+		b.Logf("manager: %.0f requests answered 409 Conflict", conflicts)
+	}
 }
 
 // peakRSS reads the manager's peak resident set size (VmHWM).

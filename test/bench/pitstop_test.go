@@ -59,7 +59,7 @@ func startPitstop(b *testing.B, opts localcluster.Options) *pitstopEnv {
 	cfg := rest.CopyConfig(c.Config) // same client limits as the library gets: none
 	cfg.Wrap(counter.wrap)
 	mopts := manager.DefaultOptions()
-	mopts.MetricsAddr, mopts.HealthAddr = "0", "0"
+	mopts.MetricsAddr, mopts.HealthAddr, mopts.DashboardAddr = "0", "0", "0"
 	mopts.LeaderElection = false
 	mopts.Webhook.Port = 0
 	if *evictionConcurrency > 0 {

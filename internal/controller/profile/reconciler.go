@@ -144,14 +144,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.waiters.set(node.Name, waitKeys, waitingSince)
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
-	// this one is still in. Their waiters are woken now, and again when
-	// the cache sees the node leave (wakeOnLeave); nodes waiting on other
-	// nodes' states only then.
+	// this one is still in. Their waiters are woken when the cache sees
+	// the slot free (wakeOnSlotFreed) and when it sees the node leave
+	// (wakeOnLeave); nodes waiting on other nodes' states only then.
 	for _, name := range releases {
 		if c := r.profiles.last(name); c != nil {
 			for _, key := range r.maxMaintenanceKeys(c, want) {
 				_ = r.slots.Release(ctx, key, want.Name)
-				r.waiters.notify(budgetWakeKey(key), node.Name)
 			}
 		}
 	}
@@ -322,26 +321,41 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 		}
 	}
 	for _, name := range t.Expression.Names() {
-		key, size, stale, ok := r.budgetOf(c, name, node, now)
+		b, ok := r.budgetOf(c, name, node, now)
 		if !ok {
 			continue
 		}
-		_, got, err := r.slots.Acquire(ctx, key, size, node.Name, now, stale)
+		full := fmt.Sprintf("all %d slots of budget %s are taken", b.size, name)
+		if r.slots.LooksFull(ctx, b.key, b.size, node.Name, b.expired) {
+			giveBack()
+			return false, full, nil
+		}
+		_, got, err := r.slots.Acquire(ctx, b.key, b.size, node.Name, now, b.stale)
 		if err != nil {
 			giveBack()
 			return false, "", err
 		}
 		if !got {
 			giveBack()
-			return false, fmt.Sprintf("all %d slots of budget %s are taken", size, name), nil
+			return false, full, nil
 		}
-		taken = append(taken, key)
+		taken = append(taken, b.key)
 	}
 	return true, "", nil
 }
 
+// slotBudget is the slots a budget check stands for.
+type slotBudget struct {
+	key  budget.Key
+	size int
+	// stale says a holder no longer needs its slot; it may read the API
+	// server. expired says so from the Lease alone (a stagger slot whose
+	// time ran out), or is nil.
+	stale, expired budget.Stale
+}
+
 // budgetOf returns the slots a check stands for, if it is a budget.
-func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, now time.Time) (budget.Key, int, budget.Stale, bool) {
+func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, now time.Time) (slotBudget, bool) {
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.Name != checkName {
 			continue
@@ -356,17 +370,17 @@ func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, 
 			if m.GroupBy != "" {
 				key.Group = m.GroupBy + "=" + node.Labels[m.GroupBy]
 			}
-			return key, int(m.Max), r.notInMaintenance(now), true
+			return slotBudget{key: key, size: int(m.Max), stale: r.notInMaintenance(now)}, true
 		case inst.Stagger != nil:
 			s := inst.Stagger
-			key := budget.Key{Name: c.spec.Name + "-stagger-" + checkName}
 			expired := func(_ string, l *coordinationv1.Lease) bool {
 				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(s.Duration.Duration))
 			}
-			return key, int(max(s.Parallel, 1)), expired, true
+			key := budget.Key{Name: c.spec.Name + "-stagger-" + checkName}
+			return slotBudget{key: key, size: int(max(s.Parallel, 1)), stale: expired, expired: expired}, true
 		}
 	}
-	return budget.Key{}, 0, nil, false
+	return slotBudget{}, false
 }
 
 // notInMaintenance says a maxMaintenance slot is stale when its holder is
@@ -430,8 +444,8 @@ func (r *Reconciler) maxMaintenanceKeys(c *compiled, node *corev1.Node) []budget
 	var keys []budget.Key
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.MaxMaintenance != nil {
-			key, _, _, _ := r.budgetOf(c, inst.Name, node, time.Time{})
-			keys = append(keys, key)
+			b, _ := r.budgetOf(c, inst.Name, node, time.Time{})
+			keys = append(keys, b.key)
 		}
 	}
 	return keys
@@ -444,8 +458,8 @@ func (r *Reconciler) wakeKeys(c *compiled, node *corev1.Node, state pitstopv1alp
 	var keys []string
 	for _, t := range c.engine.Transitions[state] {
 		for _, name := range t.Expression.Names() {
-			if key, _, _, ok := r.budgetOf(c, name, node, time.Time{}); ok {
-				keys = append(keys, budgetWakeKey(key))
+			if b, ok := r.budgetOf(c, name, node, time.Time{}); ok {
+				keys = append(keys, budgetWakeKey(b.key))
 				continue
 			}
 			for _, inst := range c.spec.Spec.Checks {

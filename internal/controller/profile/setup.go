@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,7 +57,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("pitstop-profile"),
-		slots:     &budget.Slots{Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()}, Namespace: opts.LeaseNamespace},
+		slots:     &budget.Slots{Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()}, Cache: mgr.GetClient(), Namespace: opts.LeaseNamespace},
 		clock:     clock.RealClock{},
 		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
 		records:   newRecordCache(),
@@ -86,6 +87,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Watches(&pitstopv1alpha1.MaintenanceProfile{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.waiters.wake, &handler.EnqueueRequestForObject{})).
 		Watches(&corev1.Node{}, handler.Funcs{UpdateFunc: r.wakeOnLeave}).
+		Watches(&coordinationv1.Lease{}, handler.Funcs{UpdateFunc: r.wakeOnSlotFreed, DeleteFunc: r.wakeOnSlotDeleted}).
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(nodeOfMaintenance)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
@@ -239,6 +241,31 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, client.IgnoreNotFound(s.client.Status().Patch(ctx, p, client.MergeFrom(before)))
+}
+
+// wakeOnSlotDeleted wakes the nodes waiting on a budget once the cache
+// sees one of its slots given back.
+func (r *Reconciler) wakeOnSlotDeleted(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	lease, ok := e.Object.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	if key, ok := budget.KeyOf(lease); ok {
+		r.waiters.notify(budgetWakeKey(key), "")
+	}
+}
+
+// wakeOnSlotFreed wakes the nodes waiting on a budget once the cache sees
+// one of its slots change hands or lose its holder.
+func (r *Reconciler) wakeOnSlotFreed(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	oldLease, okOld := e.ObjectOld.(*coordinationv1.Lease)
+	newLease, okNew := e.ObjectNew.(*coordinationv1.Lease)
+	if !okOld || !okNew || ptr.Deref(oldLease.Spec.HolderIdentity, "") == ptr.Deref(newLease.Spec.HolderIdentity, "") {
+		return
+	}
+	if key, ok := budget.KeyOf(newLease); ok {
+		r.waiters.notify(budgetWakeKey(key), "")
+	}
 }
 
 // wakeOnLeave wakes the nodes waiting on what a node's state change frees,

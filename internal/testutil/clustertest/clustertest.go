@@ -58,15 +58,15 @@ func (m *Manager) Stop() {
 }
 
 // StartManager runs pitstop's manager against cfg until Stop or the end of
-// the test, without leader election, metrics or probes. c is an admin
-// client of the same API server. Without a webhook, a webhook configuration
-// left by an earlier manager is removed, since it would point at a port
-// nobody serves.
+// the test, without leader election, metrics, probes or dashboard (Tune can
+// turn it on). c is an admin client of the same API server. Without a
+// webhook, a webhook configuration left by an earlier manager is removed,
+// since it would point at a port nobody serves.
 func StartManager(t testing.TB, cfg *rest.Config, c client.Client, o Options) *Manager {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthAddr = "0", "0"
+	opts.MetricsAddr, opts.HealthAddr, opts.DashboardAddr = "0", "0", "0"
 	opts.LeaderElection = false
 	opts.Medik8sCompat = o.Medik8sCompat
 	opts.Webhook.Port = 0

@@ -1,0 +1,247 @@
+package profile
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// FleetView is the fleet at a glance: where each profile's nodes stand, how
+// much of each of its budgets is used, and whether its time windows and
+// freezes let maintenance start. It runs only the checks that read nothing
+// but the clock, so it costs one pass over the nodes per profile and can be
+// served every few seconds on a large fleet; a node's full evaluation is
+// Node's.
+type FleetView struct {
+	// Nodes counts every node of the cluster.
+	Nodes int `json:"nodes"`
+	// States counts the nodes in a profile by their most severe state.
+	States map[pitstopv1alpha1.MaintenanceState]int `json:"states"`
+	// Profiles are in name order; a deleted profile still holding nodes in
+	// maintenance is among them, with an Error.
+	Profiles []ProfileView `json:"profiles"`
+	// Unprofiled names the nodes no profile selects, in name order.
+	Unprofiled []string `json:"unprofiled,omitempty"`
+	// Unreadable are nodes whose record cannot be read: the engine leaves
+	// them alone until it is fixed.
+	Unreadable []NodeProblem `json:"unreadable,omitempty"`
+	// NextChange is the earliest time a window or freeze opens or closes;
+	// nil when none will.
+	NextChange *time.Time `json:"nextChange,omitempty"`
+}
+
+// ProfileView is one profile in the FleetView.
+type ProfileView struct {
+	Profile string `json:"profile"`
+	// Error says why the profile cannot run as written: it does not compile
+	// (the last generation that did keeps running), or it was deleted.
+	Error string `json:"error,omitempty"`
+	// Nodes are the profile's nodes with their state, in name order.
+	Nodes []NodeState `json:"nodes"`
+	// Budgets are the maxMaintenance checks, one entry per group.
+	Budgets []Budget `json:"budgets,omitempty"`
+	// Windows are the timeWindow and freeze checks, answered for now.
+	Windows []Window `json:"windows,omitempty"`
+}
+
+// NodeState is where a node stands in a profile.
+type NodeState struct {
+	Node  string                           `json:"node"`
+	State pitstopv1alpha1.MaintenanceState `json:"state"`
+	Since time.Time                        `json:"since"`
+}
+
+// NodeProblem is a node the view cannot place.
+type NodeProblem struct {
+	Node  string `json:"node"`
+	Error string `json:"error"`
+}
+
+// Budget is how much of a maxMaintenance check's budget is used in one
+// group: nodes in maintenance counted as the check counts them (the
+// profile's, or the whole cluster's), out of the nodes allowed at once.
+type Budget struct {
+	Check string `json:"check"`
+	// ProfileScoped counts only the profile's nodes in maintenance for it;
+	// otherwise every node in maintenance for any profile counts.
+	ProfileScoped bool `json:"profileScoped"`
+	// GroupBy is the label that splits the budget into groups, and Group
+	// the value of this entry ("" for nodes without the label).
+	GroupBy string `json:"groupBy,omitempty"`
+	Group   string `json:"group,omitempty"`
+	Used    int    `json:"used"`
+	Allowed int    `json:"allowed"`
+}
+
+// Window is a timeWindow or freeze check's answer: Passed means that,
+// as far as this check goes, maintenance may start now (the window is
+// open, no freeze holds).
+type Window struct {
+	Plugin string `json:"plugin"`
+	engine.CheckEvaluation
+}
+
+// clockOnlyPlugins are the check plugins whose answer depends on the
+// clock alone, not on the node or the cluster.
+var clockOnlyPlugins = map[string]bool{"timeWindow": true, "freeze": true}
+
+// FleetView reads the profiles and nodes once and places every node.
+// A node's state in a profile is the one the engine would see on its next
+// pass, as in Node: a profile that newly selects it starts it operational.
+func (e *Evaluator) FleetView(ctx context.Context, now time.Time) (*FleetView, error) {
+	list := &pitstopv1alpha1.MaintenanceProfileList{}
+	if err := e.reader.List(ctx, list); err != nil {
+		return nil, err
+	}
+	nodes := &corev1.NodeList{}
+	// The view only reads the nodes: the cache's own objects will do.
+	if err := e.reader.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: nodes.Items, loaded: true}
+	e.records.prune(nodes.Items)
+	fv := &FleetView{Nodes: len(nodes.Items), States: map[pitstopv1alpha1.MaintenanceState]int{}, Profiles: []ProfileView{}}
+	byProfile := map[string][]NodeState{}
+	for i := range nodes.Items {
+		node := &nodes.Items[i]
+		record, err := syncedRecord(view, node, now)
+		if err != nil {
+			fv.Unreadable = append(fv.Unreadable, NodeProblem{Node: node.Name, Error: err.Error()})
+			continue
+		}
+		if len(record.Profiles) == 0 {
+			fv.Unprofiled = append(fv.Unprofiled, node.Name)
+			continue
+		}
+		fv.States[record.MostSevere()]++
+		for name, pr := range record.Profiles {
+			byProfile[name] = append(byProfile[name], NodeState{Node: node.Name, State: pr.Current, Since: pr.Since.Time})
+		}
+	}
+	for i := range list.Items {
+		p := &list.Items[i]
+		pv := e.profileView(ctx, view, p, now)
+		pv.Nodes = byProfile[p.Name]
+		if pv.Nodes == nil {
+			pv.Nodes = []NodeState{} // a profile without nodes lists none, not null
+		}
+		delete(byProfile, p.Name)
+		fv.Profiles = append(fv.Profiles, pv)
+	}
+	for name, held := range byProfile {
+		fv.Profiles = append(fv.Profiles, ProfileView{Profile: name, Error: "the profile was deleted; its nodes are still in maintenance for it", Nodes: held})
+	}
+	fv.sort()
+	return fv, nil
+}
+
+// syncedRecord is the node's record as the engine would see it on its
+// next pass; the cached record is shared, so it is synced on a copy.
+func syncedRecord(view *clusterView, node *corev1.Node, now time.Time) (engine.Record, error) {
+	cached, err := view.records.read(node)
+	if err != nil {
+		return engine.Record{}, err
+	}
+	record := engine.Record{Profiles: maps.Clone(cached.Profiles)}
+	var selected []string
+	for i := range view.profiles {
+		if ok, err := engine.Selects(&view.profiles[i], node); err == nil && ok {
+			selected = append(selected, view.profiles[i].Name)
+		}
+	}
+	record.Sync(selected, now)
+	return record, nil
+}
+
+// profileView answers a profile's budgets and windows.
+func (e *Evaluator) profileView(ctx context.Context, view *clusterView, p *pitstopv1alpha1.MaintenanceProfile, now time.Time) ProfileView {
+	pv := ProfileView{Profile: p.Name}
+	c, err := e.profiles.get(p)
+	if err != nil {
+		pv.Error = err.Error()
+	}
+	if c == nil {
+		return pv
+	}
+	for _, inst := range c.spec.Spec.Checks {
+		plugin := check.PluginName(inst)
+		switch {
+		case inst.MaxMaintenance != nil:
+			pv.Budgets = append(pv.Budgets, budgets(view, c.spec.Name, inst.Name, inst.MaxMaintenance)...)
+		case clockOnlyPlugins[plugin]:
+			// These plugins read the clock only, so any node will do.
+			res, err := c.checks[inst.Name].Evaluate(ctx, check.Context{Node: &corev1.Node{}, Profile: p.Name, Now: now, Cluster: view})
+			w := Window{Plugin: plugin, CheckEvaluation: engine.CheckEvaluation{Name: inst.Name, Passed: res.Passed, Reason: res.Reason}}
+			if err != nil {
+				w.Passed, w.Error = false, err.Error()
+			}
+			if !res.NextChange.IsZero() {
+				w.NextChange = &res.NextChange
+			}
+			pv.Windows = append(pv.Windows, w)
+		}
+	}
+	return pv
+}
+
+// budgets counts a maxMaintenance check's budget in each group the
+// profile's nodes are in, counting as the check does.
+func budgets(view *clusterView, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck) []Budget {
+	groups := map[string]*Budget{}
+	add := func(group string) {
+		if groups[group] == nil {
+			groups[group] = &Budget{Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: m.GroupBy, Group: group, Allowed: int(m.Max)}
+		}
+	}
+	if m.GroupBy == "" {
+		add("") // one budget, even while the profile has no nodes
+	}
+	members := view.ProfileNodes(profile)
+	for i := range members {
+		add(members[i].Labels[m.GroupBy])
+	}
+	candidates := view.Nodes()
+	if m.ProfileScoped {
+		candidates = members
+	}
+	for i := range candidates {
+		n := &candidates[i]
+		b := groups[n.Labels[m.GroupBy]]
+		if b == nil {
+			continue
+		}
+		state, anywhere := view.StateOf(n, profile)
+		if (m.ProfileScoped && state == pitstopv1alpha1.StateInMaintenance) || (!m.ProfileScoped && anywhere) {
+			b.Used++
+		}
+	}
+	out := make([]Budget, 0, len(groups))
+	for _, b := range groups {
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// sort puts everything in a stable order and finds the next change.
+func (fv *FleetView) sort() {
+	sort.Slice(fv.Profiles, func(i, j int) bool { return fv.Profiles[i].Profile < fv.Profiles[j].Profile })
+	for _, pv := range fv.Profiles {
+		sort.Slice(pv.Nodes, func(i, j int) bool { return pv.Nodes[i].Node < pv.Nodes[j].Node })
+		for _, w := range pv.Windows {
+			if w.NextChange != nil && (fv.NextChange == nil || w.NextChange.Before(*fv.NextChange)) {
+				fv.NextChange = w.NextChange
+			}
+		}
+	}
+	sort.Strings(fv.Unprofiled)
+	sort.Slice(fv.Unreadable, func(i, j int) bool { return fv.Unreadable[i].Node < fv.Unreadable[j].Node })
+}

@@ -1,0 +1,151 @@
+package dashboard
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/profile"
+	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// assets are the pages, the script and the style sheet: plain files, no
+// build step.
+//
+//go:embed static
+var assets embed.FS
+
+// Handler serves the pages under / and the JSON API under /api/v1/.
+type Handler struct {
+	reader    client.Reader
+	events    client.Reader
+	evaluator *profile.Evaluator
+	mux       *http.ServeMux
+}
+
+// Fleet is the answer of GET /api/v1/fleet.
+type Fleet struct {
+	Generated time.Time `json:"generated"`
+	*profile.FleetView
+	// Maintenances are the NodeMaintenances that exist: drains under way,
+	// done, or restoring their node; by node.
+	Maintenances []NodeMaintenance `json:"maintenances"`
+}
+
+// NodeMaintenance is a NodeMaintenance with its node.
+type NodeMaintenance struct {
+	Node string `json:"node"`
+	explain.Maintenance
+}
+
+// apiError is the body of every API answer that is not a success.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+// NewHandler reads objects from reader (the manager's cache) and Events
+// from events (the API server).
+func NewHandler(reader, events client.Reader, deps check.Deps) *Handler {
+	h := &Handler{reader: reader, events: events, evaluator: profile.NewEvaluator(reader, deps), mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /api/v1/fleet", h.fleet)
+	h.mux.HandleFunc("GET /api/v1/nodes/{name}", h.node)
+	h.mux.HandleFunc("GET /api/v1/profiles/{name}", h.profile)
+	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no API at %s: the API is GET /api/v1/fleet, /api/v1/nodes/NAME and /api/v1/profiles/NAME", r.URL.Path)})
+	})
+	h.mux.Handle("GET /static/", http.FileServerFS(assets))
+	h.mux.HandleFunc("GET /{$}", page("static/fleet.html"))
+	h.mux.HandleFunc("GET /nodes/{name}", page("static/node.html"))
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The pages load only their own script and style sheet, and the script
+	// only talks to this server.
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h.mux.ServeHTTP(w, r)
+}
+
+func page(name string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, assets, name)
+	}
+}
+
+func (h *Handler) fleet(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	view, err := h.evaluator.FleetView(r.Context(), now)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	nms := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := h.reader.List(r.Context(), nms); err != nil {
+		writeError(w, err)
+		return
+	}
+	f := Fleet{Generated: now, FleetView: view, Maintenances: make([]NodeMaintenance, 0, len(nms.Items))}
+	for i := range nms.Items {
+		f.Maintenances = append(f.Maintenances, NodeMaintenance{Node: nms.Items[i].Spec.NodeName, Maintenance: explain.MaintenanceOf(&nms.Items[i])})
+	}
+	sort.Slice(f.Maintenances, func(i, j int) bool {
+		a, b := f.Maintenances[i], f.Maintenances[j]
+		return a.Node < b.Node || (a.Node == b.Node && a.Name < b.Name)
+	})
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (h *Handler) node(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	report, err := explain.Node(r.Context(), h.reader, h.events, h.evaluator, name, time.Now())
+	if apierrors.IsNotFound(err) {
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("node %s not found", name)})
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, report)
+}
+
+func (h *Handler) profile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	report, err := explain.Profile(r.Context(), h.reader, h.evaluator, name, time.Now())
+	if apierrors.IsNotFound(err) {
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("MaintenanceProfile %s not found", name)})
+		return
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, report)
+}
+
+// writeError answers a failed read: the cluster could not be read, which
+// the client can only retry.
+func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, http.StatusServiceUnavailable, apiError{"reading the cluster: " + err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // "a && b" stays readable; nothing here is parsed as HTML
+	// The status is sent: an encoding error can only be a client gone.
+	_ = enc.Encode(v)
+}
