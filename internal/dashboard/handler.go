@@ -108,29 +108,26 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) node(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	report, err := explain.Node(r.Context(), h.reader, h.events, h.evaluator, name, time.Now())
-	if apierrors.IsNotFound(err) {
-		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("node %s not found", name)})
-		return
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, report)
+	writeReport(w, "node "+name, report, err)
 }
 
 func (h *Handler) profile(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	report, err := explain.Profile(r.Context(), h.reader, h.evaluator, name, time.Now())
-	if apierrors.IsNotFound(err) {
-		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("MaintenanceProfile %s not found", name)})
-		return
-	}
-	if err != nil {
+	writeReport(w, "MaintenanceProfile "+name, report, err)
+}
+
+// writeReport answers with the report of what, a 404 naming it when it
+// does not exist, or the error that kept it from being read.
+func writeReport(w http.ResponseWriter, what string, report any, err error) {
+	switch {
+	case apierrors.IsNotFound(err):
+		writeJSON(w, http.StatusNotFound, apiError{what + " not found"})
+	case err != nil:
 		writeError(w, err)
-		return
+	default:
+		writeJSON(w, http.StatusOK, report)
 	}
-	writeJSON(w, http.StatusOK, report)
 }
 
 // writeError answers a failed read: the cluster could not be read, which

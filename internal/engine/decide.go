@@ -19,6 +19,19 @@ type CheckEvaluation struct {
 	NextChange *time.Time `json:"nextChange,omitempty"`
 }
 
+// NewCheckEvaluation is a check's answer for people: its result, or the
+// error that kept it from being evaluated.
+func NewCheckEvaluation(name string, r check.Result, err error) CheckEvaluation {
+	if err != nil {
+		return CheckEvaluation{Name: name, Error: err.Error()}
+	}
+	ce := CheckEvaluation{Name: name, Passed: r.Passed, Reason: r.Reason}
+	if !r.NextChange.IsZero() {
+		ce.NextChange = &r.NextChange
+	}
+	return ce
+}
+
 // TransitionEvaluation is the evaluation of one transition of the current
 // state.
 type TransitionEvaluation struct {
@@ -72,17 +85,11 @@ func Decide(in Input) Decision {
 		passed := map[string]bool{}
 		failedToEvaluate := false
 		for _, name := range t.Expression.Names() {
-			ce := CheckEvaluation{Name: name}
-			if err := in.Errors[name]; err != nil {
-				ce.Error = err.Error()
+			ce := NewCheckEvaluation(name, in.Results[name], in.Errors[name])
+			if ce.Error != "" {
 				failedToEvaluate = true
 			} else {
-				r := in.Results[name]
-				ce.Passed, ce.Reason = r.Passed, r.Reason
-				if !r.NextChange.IsZero() {
-					ce.NextChange = &r.NextChange
-				}
-				passed[name] = r.Passed
+				passed[name] = ce.Passed
 			}
 			ev.Checks = append(ev.Checks, ce)
 		}

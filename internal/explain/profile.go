@@ -85,18 +85,8 @@ func why(e profile.Evaluation) string {
 	if e.Error != "" {
 		return e.Error
 	}
-	for _, t := range e.Decision.Evaluations {
-		if t.Blocked != "" {
-			return t.Blocked
-		}
-		for _, c := range t.Checks {
-			if c.Error != "" {
-				return c.Name + ": " + c.Error
-			}
-			if !c.Passed {
-				return c.Name + ": " + c.Reason
-			}
-		}
+	if blocking := e.Decision.Blocking(); len(blocking) > 0 {
+		return blocking[0]
 	}
 	if e.Decision.Take >= 0 {
 		return "moving on now"

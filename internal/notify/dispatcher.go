@@ -48,12 +48,10 @@ func init() {
 // a message that cannot be delivered is reported as a Warning Event on its
 // node and counted. It is a manager Runnable.
 type Dispatcher struct {
-	Sender   *Sender
-	Recorder events.EventRecorder
-	Log      logr.Logger
-
-	once  sync.Once
-	queue chan job
+	sender   *Sender
+	recorder events.EventRecorder
+	log      logr.Logger
+	queue    chan job
 }
 
 type job struct {
@@ -61,11 +59,15 @@ type job struct {
 	msg  Message
 }
 
-func (d *Dispatcher) init() { d.once.Do(func() { d.queue = make(chan job, queueSize) }) }
+// NewDispatcher sends through sender and reports what it cannot deliver
+// through recorder and log. Messages queue from the start; they are sent
+// once the manager starts it.
+func NewDispatcher(sender *Sender, recorder events.EventRecorder, log logr.Logger) *Dispatcher {
+	return &Dispatcher{sender: sender, recorder: recorder, log: log, queue: make(chan job, queueSize)}
+}
 
 // Enqueue hands a message over for sending; it never blocks.
 func (d *Dispatcher) Enqueue(node *corev1.Node, m Message) {
-	d.init()
 	select {
 	case d.queue <- job{node: node, msg: m}:
 	default:
@@ -77,7 +79,6 @@ var errQueueFull = errors.New("too many notifications waiting to be sent; droppe
 
 // Start sends until ctx ends; what is still queued then is not sent.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.init()
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -102,7 +103,7 @@ func (d *Dispatcher) NeedLeaderElection() bool { return true }
 func (d *Dispatcher) deliver(ctx context.Context, j job) {
 	var err error
 	for attempt := 0; ; attempt++ {
-		if err = d.Sender.Send(ctx, j.msg); err == nil {
+		if err = d.sender.Send(ctx, j.msg); err == nil {
 			sentTotal.WithLabelValues(j.msg.Profile, j.msg.Plugin).Inc()
 			return
 		}
@@ -122,9 +123,9 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) {
 // the node, a log line and the failure metric.
 func (d *Dispatcher) Failed(node *corev1.Node, m Message, err error) {
 	failedTotal.WithLabelValues(m.Profile, m.Plugin).Inc()
-	d.Log.Error(err, "Notification not delivered", "node", m.Node, "profile", m.Profile, "notification", m.Notification)
-	if d.Recorder != nil {
-		d.Recorder.Eventf(node, nil, corev1.EventTypeWarning, EventFailed, "Notify",
+	d.log.Error(err, "Notification not delivered", "node", m.Node, "profile", m.Profile, "notification", m.Notification)
+	if d.recorder != nil {
+		d.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventFailed, "Notify",
 			"notification %s (%s) of profile %s was not delivered: %v", m.Notification, m.Plugin, m.Profile, err)
 	}
 }

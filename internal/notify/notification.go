@@ -79,7 +79,7 @@ func Compile(inst pitstopv1alpha1.NotificationInstance) (*Notification, error) {
 	case inst.Mail != nil:
 		n.Plugin = PluginMail
 		texts = map[string]string{"subject": inst.Mail.Subject, "message": inst.Mail.Message}
-		if _, err := mailPort(inst.Mail.Address); err != nil {
+		if _, _, err := mailServer(inst.Mail.Address); err != nil {
 			return nil, fmt.Errorf("mail.address: %w", err)
 		}
 	case inst.Webhook != nil:

@@ -97,11 +97,8 @@ func (s scheduled) due(_ pitstopv1alpha1.MaintenanceState, since, lastSent, now 
 // latest is the most recent scheduled instant at or before now, within the
 // last week.
 func (s scheduled) latest(now time.Time) time.Time {
-	local := now.In(s.loc)
 	for d := 0; d <= 7; d++ {
-		day := local.AddDate(0, 0, -d)
-		t := time.Date(day.Year(), day.Month(), day.Day(), s.minute/60, s.minute%60, 0, 0, s.loc)
-		if s.on(day.Weekday()) && !t.After(now) {
+		if t, ok := s.on(now, -d); ok && !t.After(now) {
 			return t
 		}
 	}
@@ -110,15 +107,18 @@ func (s scheduled) latest(now time.Time) time.Time {
 
 // next is the first scheduled instant after now.
 func (s scheduled) next(now time.Time) time.Time {
-	local := now.In(s.loc)
 	for d := 0; d <= 8; d++ {
-		day := local.AddDate(0, 0, d)
-		t := time.Date(day.Year(), day.Month(), day.Day(), s.minute/60, s.minute%60, 0, 0, s.loc)
-		if s.on(day.Weekday()) && t.After(now) {
+		if t, ok := s.on(now, d); ok && t.After(now) {
 			return t
 		}
 	}
 	return time.Time{}
 }
 
-func (s scheduled) on(d time.Weekday) bool { return len(s.weekdays) == 0 || s.weekdays[d] }
+// on is the scheduled instant on the day days after now's (in the
+// schedule's time zone), if the schedule sends that weekday.
+func (s scheduled) on(now time.Time, days int) (time.Time, bool) {
+	day := now.In(s.loc).AddDate(0, 0, days)
+	sends := len(s.weekdays) == 0 || s.weekdays[day.Weekday()]
+	return time.Date(day.Year(), day.Month(), day.Day(), s.minute/60, s.minute%60, 0, 0, s.loc), sends
+}

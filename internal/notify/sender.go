@@ -91,8 +91,7 @@ func (s *Sender) slack(ctx context.Context, m Message, spec *pitstopv1alpha1.Sla
 // mail sends through SMTP: STARTTLS required unless the instance says
 // otherwise, PLAIN login when configured.
 func (s *Sender) mail(ctx context.Context, m Message, spec *pitstopv1alpha1.MailNotification) error {
-	host, _, _ := net.SplitHostPort(spec.Address)
-	port, err := mailPort(spec.Address)
+	host, port, err := mailServer(spec.Address)
 	if err != nil {
 		return err
 	}
@@ -138,17 +137,17 @@ func (s *Sender) mail(ctx context.Context, m Message, spec *pitstopv1alpha1.Mail
 	return nil
 }
 
-// mailPort reads the port of an SMTP server address.
-func mailPort(address string) (int, error) {
+// mailServer splits an SMTP server address into host and port.
+func mailServer(address string) (string, int, error) {
 	host, port, err := net.SplitHostPort(address)
 	if err != nil || host == "" {
-		return 0, fmt.Errorf("%q is not host:port", address)
+		return "", 0, fmt.Errorf("%q is not host:port", address)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
-		return 0, fmt.Errorf("%q: port must be a number from 1 to 65535", address)
+		return "", 0, fmt.Errorf("%q: port must be a number from 1 to 65535", address)
 	}
-	return n, nil
+	return host, n, nil
 }
 
 // webhookBody is what the webhook plugin POSTs.

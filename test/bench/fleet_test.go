@@ -275,8 +275,12 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 				at(n.Name).left = now
 				exits = append(exits, now)
 			}
-			inMaintenance[n.Name] = in
-			res.mostInMaintenance = max(res.mostInMaintenance, count(inMaintenance))
+			if in {
+				inMaintenance[n.Name] = true
+			} else {
+				delete(inMaintenance, n.Name)
+			}
+			res.mostInMaintenance = max(res.mostInMaintenance, len(inMaintenance))
 			rec, err := engine.ReadRecord(n)
 			if err == nil && rec.Profiles[fleetProfile].Previous == pitstopv1alpha1.StateInMaintenance &&
 				n.Annotations[fleetAnnotation] == "" && !n.Spec.Unschedulable {
@@ -346,16 +350,6 @@ func retryWatch(ctx context.Context, cl client.WithWatch, list client.ObjectList
 			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
 		},
 	})
-}
-
-func count(set map[string]bool) int {
-	n := 0
-	for _, v := range set {
-		if v {
-			n++
-		}
-	}
-	return n
 }
 
 // annotateAll marks every node for maintenance, 32 patches in flight.

@@ -179,53 +179,29 @@ func (e *Evaluator) profileView(ctx context.Context, view *clusterView, p *pitst
 		case clockOnlyPlugins[plugin]:
 			// These plugins read the clock only, so any node will do.
 			res, err := c.checks[inst.Name].Evaluate(ctx, check.Context{Node: &corev1.Node{}, Profile: p.Name, Now: now, Cluster: view})
-			w := Window{Plugin: plugin, CheckEvaluation: engine.CheckEvaluation{Name: inst.Name, Passed: res.Passed, Reason: res.Reason}}
-			if err != nil {
-				w.Passed, w.Error = false, err.Error()
-			}
-			if !res.NextChange.IsZero() {
-				w.NextChange = &res.NextChange
-			}
-			pv.Windows = append(pv.Windows, w)
+			pv.Windows = append(pv.Windows, Window{Plugin: plugin, CheckEvaluation: engine.NewCheckEvaluation(inst.Name, res, err)})
 		}
 	}
 	return pv
 }
 
 // budgets counts a maxMaintenance check's budget in each group the
-// profile's nodes are in, counting as the check does.
+// profile's nodes are in, as the check counts it.
 func budgets(view *clusterView, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck) []Budget {
-	groups := map[string]*Budget{}
-	add := func(group string) {
-		if groups[group] == nil {
-			groups[group] = &Budget{Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: m.GroupBy, Group: group, Allowed: int(m.Max)}
-		}
-	}
+	groups := map[string]bool{}
 	if m.GroupBy == "" {
-		add("") // one budget, even while the profile has no nodes
+		groups[""] = true // one budget, even while the profile has no nodes
 	}
 	members := view.ProfileNodes(profile)
 	for i := range members {
-		add(members[i].Labels[m.GroupBy])
-	}
-	candidates := view.Nodes()
-	if m.ProfileScoped {
-		candidates = members
-	}
-	for i := range candidates {
-		n := &candidates[i]
-		b := groups[n.Labels[m.GroupBy]]
-		if b == nil {
-			continue
-		}
-		state, anywhere := view.StateOf(n, profile)
-		if (m.ProfileScoped && state == pitstopv1alpha1.StateInMaintenance) || (!m.ProfileScoped && anywhere) {
-			b.Used++
-		}
+		groups[members[i].Labels[m.GroupBy]] = true
 	}
 	out := make([]Budget, 0, len(groups))
-	for _, b := range groups {
-		out = append(out, *b)
+	for group := range groups {
+		out = append(out, Budget{
+			Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: m.GroupBy, Group: group, Allowed: int(m.Max),
+			Used: check.MaintenanceUsed(view, profile, m.ProfileScoped, m.GroupBy, group, ""),
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out

@@ -64,15 +64,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		waiters:   newWaiters(),
 		decisions: map[string]map[string]engine.Decision{},
 	}
-	dispatcher := &notify.Dispatcher{
-		Sender: &notify.Sender{
-			Secrets: mgr.GetAPIReader(), Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()},
-			Namespace: opts.LeaseNamespace, HTTP: &http.Client{Timeout: 30 * time.Second},
-			SlackAPIURL: opts.SlackAPIURL, MailTLS: opts.MailTLS,
-		},
-		Recorder: r.recorder,
-		Log:      mgr.GetLogger().WithName("notify"),
-	}
+	dispatcher := notify.NewDispatcher(&notify.Sender{
+		Secrets: mgr.GetAPIReader(), Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()},
+		Namespace: opts.LeaseNamespace, HTTP: &http.Client{Timeout: 30 * time.Second},
+		SlackAPIURL: opts.SlackAPIURL, MailTLS: opts.MailTLS,
+	}, r.recorder, mgr.GetLogger().WithName("notify"))
 	r.notifier = dispatcher
 	if err := mgr.Add(dispatcher); err != nil {
 		return nil, err

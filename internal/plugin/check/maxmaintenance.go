@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -37,34 +35,33 @@ func newMaxMaintenance(cfg *pitstopv1alpha1.MaxMaintenanceCheck) (Check, error) 
 // Evaluate implements Check.
 func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) {
 	group := c.Node.Labels[m.groupBy]
-	taken := 0
-	nodes := m.candidates(c)
-	for i := range nodes {
-		n := &nodes[i]
-		if n.Name == c.Node.Name || (m.groupBy != "" && n.Labels[m.groupBy] != group) {
-			continue
-		}
-		if m.inMaintenance(c, n) {
-			taken++
-		}
-	}
+	taken := MaintenanceUsed(c.Cluster, c.Profile, m.profileScoped, m.groupBy, group, c.Node.Name)
 	reason := fmt.Sprintf("%d of %d maintenance slots taken%s", taken, m.max, m.scope(c.Profile, group))
 	return Result{Passed: taken < m.max, Reason: reason}, nil
 }
 
-func (m *maxMaintenance) candidates(c Context) []corev1.Node {
-	if m.profileScoped {
-		return c.Cluster.ProfileNodes(c.Profile)
+// MaintenanceUsed counts the nodes in maintenance that a maxMaintenance
+// budget counts in one group (the nodes whose groupBy label has the value
+// group; every node when groupBy is empty), leaving out the node named
+// except: with profileScoped the profile's nodes in maintenance for it,
+// otherwise every node in maintenance for any profile.
+func MaintenanceUsed(cluster Cluster, profile string, profileScoped bool, groupBy, group, except string) int {
+	nodes := cluster.Nodes()
+	if profileScoped {
+		nodes = cluster.ProfileNodes(profile)
 	}
-	return c.Cluster.Nodes()
-}
-
-func (m *maxMaintenance) inMaintenance(c Context, n *corev1.Node) bool {
-	state, anywhere := c.Cluster.StateOf(n, c.Profile)
-	if m.profileScoped {
-		return state == pitstopv1alpha1.StateInMaintenance
+	used := 0
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == except || (groupBy != "" && n.Labels[groupBy] != group) {
+			continue
+		}
+		state, anywhere := cluster.StateOf(n, profile)
+		if (profileScoped && state == pitstopv1alpha1.StateInMaintenance) || (!profileScoped && anywhere) {
+			used++
+		}
 	}
-	return anywhere
+	return used
 }
 
 // scope says which nodes were counted: " in profile os-patching,
