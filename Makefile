@@ -39,6 +39,7 @@ manifests: tools ## Regenerate CRDs, RBAC and deep-copy code from api/ and the k
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=pitstop-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
+	@hack/machineapi-crds.sh
 
 .PHONY: verify
 verify: tools ## Fail if generated files, formatting or go.mod are stale.

@@ -9,6 +9,7 @@ require (
 	github.com/emersion/go-smtp v0.25.1
 	github.com/go-logr/logr v1.4.3
 	github.com/google/cel-go v0.26.0
+	github.com/openshift/api v0.0.0-20251015095338-264e80a2b6e7
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.67.5
 	github.com/slack-go/slack v0.35.0

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crd/bases/*.yaml
+//go:embed crd/bases/*.yaml crd/machineapi/machine.openshift.io_*.yaml
 var crdFiles embed.FS
 
 //go:embed samples/*.yaml
@@ -28,7 +28,18 @@ func Sample(name string) ([]byte, error) {
 // CRDs returns pitstop's CustomResourceDefinitions as controller-gen wrote
 // them to config/crd/bases.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	paths, err := fs.Glob(crdFiles, "crd/bases/*.yaml")
+	return crdsIn("crd/bases/*.yaml")
+}
+
+// MachineAPICRDs returns the machine.openshift.io/v1beta1 Machine,
+// MachineSet and MachineHealthCheck CRDs, as the openshift/api module in
+// go.mod defines them.
+func MachineAPICRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return crdsIn("crd/machineapi/machine.openshift.io_*.yaml")
+}
+
+func crdsIn(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	paths, err := fs.Glob(crdFiles, pattern)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-generated() { find api config/crd/bases config/rbac -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) -print0 | sort -z | xargs -0 sha256sum; }
+generated() { find api config/crd/bases config/crd/machineapi config/rbac -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) -print0 | sort -z | xargs -0 sha256sum; }
 before=$(generated)
 make --no-print-directory -s manifests >/dev/null
 after=$(generated)

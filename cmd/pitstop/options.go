@@ -40,6 +40,7 @@ func (o *logOptions) validate() error {
 func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "address of the Prometheus /metrics endpoint, or 0 to turn it off")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz, or 0 to turn them off")
+	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address serving Go's runtime profiles at /debug/pprof/ (bind it to localhost), or 0 to turn it off")
 	fs.StringVar(&o.DashboardAddr, "dashboard-addr", o.DashboardAddr, "address of the read-only dashboard and its JSON API (every replica serves it), or 0 to turn it off")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
 	fs.IntVar(&o.NodeMaintenance.MaxConcurrentReconciles, "node-maintenance-concurrency", o.NodeMaintenance.MaxConcurrentReconciles, "how many NodeMaintenances are worked on at once")

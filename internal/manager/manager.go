@@ -36,6 +36,9 @@ type Options struct {
 	// DashboardAddr serves the read-only dashboard and its JSON API; "0"
 	// turns it off. Every replica serves it, leader or not.
 	DashboardAddr string
+	// PprofAddr serves Go's runtime profiles at /debug/pprof/; "0" (the
+	// default) turns it off. Bind it to localhost: profiles reveal internals.
+	PprofAddr string
 
 	// LeaderElection makes only one replica active at a time.
 	LeaderElection bool
@@ -78,6 +81,7 @@ func DefaultOptions() Options {
 		MetricsAddr:             ":8080",
 		HealthAddr:              ":8081",
 		DashboardAddr:           ":8082",
+		PprofAddr:               "0",
 		LeaderElection:          true,
 		LeaderElectionNamespace: "pitstop-system",
 		LeaderElectionID:        "pitstop-manager",
@@ -111,6 +115,16 @@ func (o Options) Validate() error {
 	}
 	if err := validateAddr("dashboard-addr", o.DashboardAddr); err != nil {
 		return err
+	}
+	if err := validateAddr("pprof-addr", o.PprofAddr); err != nil {
+		return err
+	}
+	for _, other := range []struct{ flag, addr string }{
+		{"metrics-bind-address", o.MetricsAddr}, {"health-probe-bind-address", o.HealthAddr}, {"dashboard-addr", o.DashboardAddr},
+	} {
+		if collide(other.addr, o.PprofAddr) {
+			return &FlagError{"pprof-addr", o.PprofAddr, "must differ from --" + other.flag}
+		}
 	}
 	if collide(o.MetricsAddr, o.HealthAddr) {
 		return &FlagError{"health-probe-bind-address", o.HealthAddr, "must differ from --metrics-bind-address"}
@@ -217,6 +231,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		Logger:                        log,
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		WebhookServer:                 opts.Webhook.server(),
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,

@@ -9,6 +9,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -19,5 +21,6 @@ func New() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(pitstopv1alpha1.AddToScheme(s))
+	utilruntime.Must(machinev1beta1.Install(s))
 	return s
 }

@@ -19,7 +19,8 @@ import (
 )
 
 // Env is a real kube-apiserver and etcd, started from bin/ by
-// controller-runtime's envtest, with pitstop's CRDs installed. There is no
+// controller-runtime's envtest, with pitstop's CRDs and the Machine API's
+// (machine.openshift.io) installed. There is no
 // controller manager, scheduler or kubelet: nothing happens to objects
 // unless the test or the controller under test does it.
 type Env struct {
@@ -47,6 +48,11 @@ func StartEnv() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	machineCRDs, err := config.MachineAPICRDs()
+	if err != nil {
+		return nil, err
+	}
+	crds = append(crds, machineCRDs...)
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: binDir,
 		CRDs:                  crds,
