@@ -65,6 +65,35 @@ type Slots struct {
 	Namespace string
 }
 
+// NewSlots returns the slots of budgets in namespace, read live from the
+// manager's API server and written through its client, with LooksFull
+// answered from its cache.
+func NewSlots(mgr interface {
+	GetClient() client.Client
+	GetAPIReader() client.Reader
+}, namespace string) *Slots {
+	return &Slots{Client: LiveClient(mgr.GetClient(), mgr.GetAPIReader()), Cache: mgr.GetClient(), Namespace: namespace}
+}
+
+// LiveClient reads through reader (the API server) and writes through c,
+// as Acquire needs: a slot taken a moment ago must not look free.
+func LiveClient(c client.Client, reader client.Reader) client.Client {
+	return liveClient{Client: c, reader: reader}
+}
+
+type liveClient struct {
+	client.Client
+	reader client.Reader
+}
+
+func (c liveClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return c.reader.Get(ctx, key, obj, opts...)
+}
+
+func (c liveClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return c.reader.List(ctx, list, opts...)
+}
+
 // LooksFull reports, from the cache, that every slot of the budget is held
 // by another node and none has expired: Acquire would refuse, so it need
 // not ask the API server. It never grants anything, so a lagging cache

@@ -73,6 +73,13 @@ type Options struct {
 	// NodeMaintenance objects through pitstop's own; their CRD must be
 	// installed.
 	Medik8sCompat bool
+
+	// MachineAPI runs the Machine API controllers (Machine, MachineSet,
+	// nodelink, MachineHealthCheck); the machine.openshift.io CRDs must be
+	// installed.
+	MachineAPI bool
+	// MachineProviders are the providers Machines may use: kwok, aws.
+	MachineProviders []string
 }
 
 // DefaultOptions are the defaults of `pitstop run`.
@@ -82,6 +89,7 @@ func DefaultOptions() Options {
 		HealthAddr:              ":8081",
 		DashboardAddr:           ":8082",
 		PprofAddr:               "0",
+		MachineProviders:        []string{"aws"},
 		LeaderElection:          true,
 		LeaderElectionNamespace: "pitstop-system",
 		LeaderElectionID:        "pitstop-manager",
@@ -134,6 +142,9 @@ func (o Options) Validate() error {
 	}
 	if collide(o.HealthAddr, o.DashboardAddr) {
 		return &FlagError{"dashboard-addr", o.DashboardAddr, "must differ from --health-probe-bind-address"}
+	}
+	if err := validateMachineProviders(o.MachineProviders); err != nil {
+		return err
 	}
 	if err := o.Webhook.validate(); err != nil {
 		return err
@@ -264,6 +275,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if opts.Medik8sCompat {
 		if err := medik8s.Setup(mgr); err != nil {
 			return nil, fmt.Errorf("setting up the medik8s NodeMaintenance controller (--medik8s-compat): %w", err)
+		}
+	}
+	if opts.MachineAPI {
+		if err := setupMachineAPI(mgr, opts); err != nil {
+			return nil, fmt.Errorf("setting up the Machine API controllers (--machine-api): %w", err)
 		}
 	}
 	if opts.Webhook.Port != 0 {

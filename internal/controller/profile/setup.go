@@ -57,7 +57,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("pitstop-profile"),
-		slots:     &budget.Slots{Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()}, Cache: mgr.GetClient(), Namespace: opts.LeaseNamespace},
+		slots:     budget.NewSlots(mgr, opts.LeaseNamespace),
 		clock:     clock.RealClock{},
 		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
 		records:   newRecordCache(),
@@ -65,7 +65,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		decisions: map[string]map[string]engine.Decision{},
 	}
 	dispatcher := notify.NewDispatcher(&notify.Sender{
-		Secrets: mgr.GetAPIReader(), Client: liveClient{reader: mgr.GetAPIReader(), Client: mgr.GetClient()},
+		Secrets: mgr.GetAPIReader(), Client: budget.LiveClient(mgr.GetClient(), mgr.GetAPIReader()),
 		Namespace: opts.LeaseNamespace, HTTP: &http.Client{Timeout: 30 * time.Second},
 		SlackAPIURL: opts.SlackAPIURL, MailTLS: opts.MailTLS,
 	}, r.recorder, mgr.GetLogger().WithName("notify"))
@@ -106,21 +106,6 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(status)
 	return r, err
-}
-
-// liveClient reads from the API server and writes through the client, as
-// budget slots need.
-type liveClient struct {
-	client.Client
-	reader client.Reader
-}
-
-func (c liveClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return c.reader.Get(ctx, key, obj, opts...)
-}
-
-func (c liveClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	return c.reader.List(ctx, list, opts...)
 }
 
 // nodeChanged ignores heartbeats.

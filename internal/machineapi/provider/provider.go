@@ -15,7 +15,6 @@ import (
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 )
 
@@ -57,8 +56,8 @@ type Instance struct {
 	// machine.openshift.io/{region,zone,instance-type} labels.
 	Region, Zone, InstanceType string
 	// Status is the provider-specific status, stored in
-	// status.providerStatus (nil leaves it unchanged).
-	Status runtime.Object
+	// status.providerStatus as JSON (nil leaves it unchanged).
+	Status any
 	// PollAfter is when to look again while the instance starts or stops
 	// (zero: the provider's default).
 	PollAfter time.Duration
