@@ -12,6 +12,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi/healthcheck"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machine"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/nodelink"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
@@ -56,6 +57,9 @@ func setupMachineAPI(mgr ctrl.Manager, opts Options) error {
 		MaxConcurrentReconciles: opts.NodeMaintenance.MaxConcurrentReconciles,
 	}); err != nil {
 		return fmt.Errorf("the Machine controller: %w", err)
+	}
+	if err := machineset.Setup(mgr, machineset.Options{}); err != nil {
+		return fmt.Errorf("the MachineSet controller: %w", err)
 	}
 	if err := nodelink.Setup(mgr); err != nil {
 		return fmt.Errorf("the nodelink controller: %w", err)

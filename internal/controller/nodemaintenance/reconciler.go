@@ -144,7 +144,7 @@ func (r *Reconciler) snapshot(ctx context.Context, nm *pitstopv1alpha1.NodeMaint
 		return nil, fmt.Errorf("reading node %s: %w", nm.Spec.NodeName, err)
 	}
 	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.MatchingFields{indexPodNode: nm.Spec.NodeName}); err != nil {
+	if err := r.client.List(ctx, pods, client.MatchingFields{IndexPodNode: nm.Spec.NodeName}); err != nil {
 		return nil, fmt.Errorf("listing pods on node %s: %w", nm.Spec.NodeName, err)
 	}
 	s.pods = pods.Items

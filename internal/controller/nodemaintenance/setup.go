@@ -25,7 +25,9 @@ import (
 
 // Field indexes on the manager's cache.
 const (
-	indexPodNode         = "spec.nodeName"
+	// IndexPodNode finds pods by the node they are bound to; other
+	// controllers of the manager use it too.
+	IndexPodNode         = "spec.nodeName"
 	indexMaintenanceNode = "spec.nodeName"
 )
 
@@ -37,7 +39,7 @@ const controllerName = "nodemaintenance"
 // it needs a serving certificate.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, indexPodNode, func(o client.Object) []string {
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodNode, func(o client.Object) []string {
 		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
 			return []string{n}
 		}

@@ -19,6 +19,8 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 )
@@ -118,11 +120,25 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, m *machinev1beta1.Machi
 		return ctrl.Result{}, false, err
 	}
 	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
-	switch {
-	case ready != nil && ready.Status == metav1.ConditionTrue:
+	if ready != nil && ready.Status == metav1.ConditionTrue {
 		setDrained(m, corev1.ConditionTrue, ReasonDrained, "node "+node.Name+" drained by NodeMaintenance "+nm.Name, now)
 		r.eventDrained(m, node, nm)
 		return ctrl.Result{}, true, nil
+	}
+	if isUnreachable(node) {
+		left, err := r.podsLeftToEvict(ctx, node)
+		if err != nil {
+			return ctrl.Result{}, false, err
+		}
+		if left == 0 {
+			// Pods evicted from a node whose kubelet is gone never finish
+			// terminating; the instance's deletion ends them.
+			setDrained(m, corev1.ConditionTrue, ReasonDrained, "node "+node.Name+" is unreachable and every pod to evict is terminating (NodeMaintenance "+nm.Name+")", now)
+			r.eventDrained(m, node, nm)
+			return ctrl.Result{}, true, nil
+		}
+	}
+	switch {
 	case ready != nil && ready.Reason == pitstopv1alpha1.ReasonFailed:
 		setDrained(m, corev1.ConditionFalse, machinev1beta1.MachineDrainError, "NodeMaintenance "+nm.Name+" failed: "+ready.Message, now)
 		return ctrl.Result{RequeueAfter: retryDrain}, false, nil
@@ -132,6 +148,11 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, m *machinev1beta1.Machi
 		msg += ": " + ready.Message
 	}
 	setDrained(m, corev1.ConditionFalse, ReasonDraining, msg, now)
+	if isUnreachable(node) {
+		// Evicted pods do not change the NodeMaintenance once all are
+		// terminating: look at them again.
+		return ctrl.Result{RequeueAfter: awaitControlPlane}, false, nil
+	}
 	return ctrl.Result{}, false, nil // the NodeMaintenance's progress wakes the Machine
 }
 
@@ -167,6 +188,29 @@ func (r *Reconciler) maintenanceOf(ctx context.Context, m *machinev1beta1.Machin
 	}
 	r.eventDrainStarted(m, node, nm)
 	return nil, nil
+}
+
+// isUnreachable says whether the node's kubelet stopped reporting: its
+// Ready condition is Unknown.
+func isUnreachable(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionUnknown
+		}
+	}
+	return false
+}
+
+// podsLeftToEvict counts the pods on the node that the drain still has to
+// evict or delete, leaving out those already terminating and those a
+// drain leaves (DaemonSet and mirror pods).
+func (r *Reconciler) podsLeftToEvict(ctx context.Context, node *corev1.Node) (int, error) {
+	pods := &corev1.PodList{}
+	if err := r.client.List(ctx, pods, client.MatchingFields{nodemaintenance.IndexPodNode: node.Name}); err != nil {
+		return 0, fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
+	}
+	plan := drain.NewPlan(pods.Items, drain.Options{DeleteUnmanaged: true})
+	return len(plan.Evict) + len(plan.Waiting) + len(plan.Delete) + len(plan.Blocked), nil
 }
 
 // maintenanceName names the NodeMaintenance of a Machine's drain after

@@ -26,12 +26,12 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
-func TestAMachineGetsAKwokInstanceAndRunsOnceItsNodeIsLinked(t *testing.T) {
+func TestAMachineGetsAKwokInstanceAndRunsOnceNodelinkLinksItsNode(t *testing.T) {
 	startManager(t)
 	ns := testutil.Namespace(t, env.Client, "machine-run")
 	testutil.Create(t, env.Client, kwokMachine(ns, "run-0", `"zone": "zone-a", "region": "local", "instanceType": "kwok.large"`))
 
-	m := awaitPhase(t, ns, "run-0", machinev1beta1.PhaseProvisioned)
+	m := awaitPhase(t, ns, "run-0", machinev1beta1.PhaseRunning)
 	if got := ptr.Deref(m.Spec.ProviderID, ""); got != "kwok://run-0" {
 		t.Errorf("providerID %q, want kwok://run-0", got)
 	}
@@ -65,12 +65,11 @@ func TestAMachineGetsAKwokInstanceAndRunsOnceItsNodeIsLinked(t *testing.T) {
 	if addr, err := netip.ParseAddr(ip); err != nil || !netip.MustParsePrefix("10.0.0.0/10").Contains(addr) {
 		t.Errorf("machine internal IP %q is not in the kwok machines' range", ip)
 	}
-	provisioned := m.Status.LastUpdated
-
-	link(t, m, "run-0")
-	m = awaitPhase(t, ns, "run-0", machinev1beta1.PhaseRunning)
-	if m.Status.LastUpdated == nil || provisioned == nil || m.Status.LastUpdated.Before(provisioned) {
-		t.Errorf("lastUpdated %v not moved on from %v when the phase changed", m.Status.LastUpdated, provisioned)
+	if ref := m.Status.NodeRef; ref == nil || ref.Name != "run-0" || ref.UID != node.UID {
+		t.Errorf("nodeRef %+v, want node run-0 (%s), linked by nodelink", ref, node.UID)
+	}
+	if m.Status.LastUpdated == nil {
+		t.Error("status.lastUpdated not set with the phase")
 	}
 }
 
@@ -84,9 +83,7 @@ func TestDeletionWaitsForTheHooksDrainsThroughANodeMaintenanceAndRemovesInstance
 		PreTerminate: []machinev1beta1.LifecycleHook{{Name: "detach", Owner: "storage"}},
 	}
 	testutil.Create(t, env.Client, m)
-	m = awaitPhase(t, ns, "del-0", machinev1beta1.PhaseProvisioned)
-	link(t, m, "del-0")
-	awaitPhase(t, ns, "del-0", machinev1beta1.PhaseRunning)
+	m = awaitPhase(t, ns, "del-0", machinev1beta1.PhaseRunning)
 	testutil.ManagedPods(t, env.Client, ns, "del-0", "app", 3)
 
 	if err := env.Client.Delete(t.Context(), m); err != nil {
@@ -124,6 +121,45 @@ func TestDeletionWaitsForTheHooksDrainsThroughANodeMaintenanceAndRemovesInstance
 	awaitGone(t, &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "machine-del-0"}}, 5*time.Second)
 }
 
+func TestAMachineOfAnUnreachableNodeGoesOnceItsPodsAreEvicted(t *testing.T) {
+	startManager(t)
+	ns := testutil.Namespace(t, env.Client, "machine-unreachable")
+	m := kwokMachine(ns, "lost-0", "")
+	testutil.Create(t, env.Client, m)
+	m = awaitPhase(t, ns, "lost-0", machinev1beta1.PhaseRunning)
+	// No kubelet runs here: the pods are Running because the test says
+	// so, and once evicted they stay terminating, as on a dead node.
+	for i := range 2 {
+		pod := testutil.Pod(ns, fmt.Sprintf("stuck-%d", i), testutil.OnNode("lost-0"), testutil.OwnedBy("ReplicaSet", "stuck"))
+		pod.Finalizers = []string{"test.pitstop.dev/kubelet-gone"}
+		testutil.Create(t, env.Client, pod)
+		pod.Status.Phase = corev1.PodRunning
+		if err := env.Client.Status().Update(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			patch := client.MergeFrom(pod.DeepCopy())
+			pod.Finalizers = nil
+			_ = env.Client.Patch(context.Background(), pod, patch)
+		})
+	}
+	setReady(t, "lost-0", corev1.ConditionUnknown)
+
+	if err := env.Client.Delete(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	awaitGone(t, m, 30*time.Second)
+	pods := &corev1.PodList{}
+	if err := env.Client.List(t.Context(), pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			t.Errorf("pod %s was not evicted before the machine went", p.Name)
+		}
+	}
+}
+
 func TestTheExcludeNodeDrainingAnnotationSkipsTheDrain(t *testing.T) {
 	startManager(t)
 	ns := testutil.Namespace(t, env.Client, "machine-exclude")
@@ -131,9 +167,7 @@ func TestTheExcludeNodeDrainingAnnotationSkipsTheDrain(t *testing.T) {
 	m.Annotations = map[string]string{machineapi.AnnotationExcludeNodeDraining: ""}
 	m.Spec.LifecycleHooks.PreTerminate = []machinev1beta1.LifecycleHook{{Name: "hold", Owner: "test"}}
 	testutil.Create(t, env.Client, m)
-	m = awaitPhase(t, ns, "excl-0", machinev1beta1.PhaseProvisioned)
-	link(t, m, "excl-0")
-	awaitPhase(t, ns, "excl-0", machinev1beta1.PhaseRunning)
+	m = awaitPhase(t, ns, "excl-0", machinev1beta1.PhaseRunning)
 
 	if err := env.Client.Delete(t.Context(), m); err != nil {
 		t.Fatal(err)
@@ -165,9 +199,7 @@ func TestOneControlPlaneMachineDrainsAtATime(t *testing.T) {
 		names = append(names, name)
 		m := kwokMachine(ns, name, `"labels": {"node-role.kubernetes.io/control-plane": ""}`)
 		testutil.Create(t, env.Client, m)
-		m = awaitPhase(t, ns, name, machinev1beta1.PhaseProvisioned)
-		link(t, m, name)
-		awaitPhase(t, ns, name, machinev1beta1.PhaseRunning)
+		m = awaitPhase(t, ns, name, machinev1beta1.PhaseRunning)
 		markReady(t, name)
 	}
 	deleted := names[:3]
@@ -209,12 +241,16 @@ func TestOneControlPlaneMachineDrainsAtATime(t *testing.T) {
 }
 
 // markReady reports the node Ready, as its kubelet would.
-func markReady(t *testing.T, name string) {
+func markReady(t *testing.T, name string) { t.Helper(); setReady(t, name, corev1.ConditionTrue) }
+
+// setReady sets the node's Ready condition, as its kubelet (True) or the
+// node lifecycle controller (Unknown, once heartbeats stop) would.
+func setReady(t *testing.T, name string, status corev1.ConditionStatus) {
 	t.Helper()
 	testutil.Eventually(t, 5*time.Second, 50*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, name)
 		patch := client.MergeFrom(n.DeepCopy())
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 		return env.Client.Status().Patch(t.Context(), n, patch)
 	})
 }
@@ -266,7 +302,7 @@ func TestAnInstanceDeletedOutsideTheMachineAPIFailsTheMachine(t *testing.T) {
 	startManager(t)
 	ns := testutil.Namespace(t, env.Client, "machine-vanish")
 	testutil.Create(t, env.Client, kwokMachine(ns, "vanish-0", ""))
-	awaitPhase(t, ns, "vanish-0", machinev1beta1.PhaseProvisioned)
+	awaitPhase(t, ns, "vanish-0", machinev1beta1.PhaseRunning)
 	if err := env.Client.Delete(t.Context(), testutil.GetNode(t, env.Client, "vanish-0")); err != nil {
 		t.Fatal(err)
 	}
@@ -282,9 +318,7 @@ func TestARestartMidDeletionResumesWithoutASecondDrain(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client, "machine-restart")
 	m := kwokMachine(ns, "restart-0", "")
 	testutil.Create(t, env.Client, m)
-	m = awaitPhase(t, ns, "restart-0", machinev1beta1.PhaseProvisioned)
-	link(t, m, "restart-0")
-	awaitPhase(t, ns, "restart-0", machinev1beta1.PhaseRunning)
+	m = awaitPhase(t, ns, "restart-0", machinev1beta1.PhaseRunning)
 	testutil.ManagedPods(t, env.Client, ns, "restart-0", "held", 1)
 	pdb := testutil.PDB(t, env.Client, ns, "held", 1, 0)
 	created := countCreations(t, "machine-restart-0")

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,8 +19,8 @@ import (
 )
 
 // env is a real API server and etcd with pitstop's and the Machine API's
-// CRDs. The kwok provider's Nodes have no kubelet here: the tests link
-// them (as nodelink would) and testutil.Kubelet plays the kubelet where
+// CRDs. The kwok provider's Nodes have no kubelet here: nodelink (run by
+// the manager) links them, and testutil.Kubelet plays the kubelet where
 // pods must go.
 var env *testutil.Env
 
@@ -77,24 +76,6 @@ func awaitPhase(t *testing.T, ns, name, phase string) *machinev1beta1.Machine {
 		return nil
 	})
 	return m
-}
-
-// link sets the Machine's nodeRef, as nodelink does once the Node is up.
-func link(t *testing.T, m *machinev1beta1.Machine, node string) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
-		n := &corev1.Node{}
-		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: node}, n); err != nil {
-			return err
-		}
-		cur := &machinev1beta1.Machine{}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), cur); err != nil {
-			return err
-		}
-		patch := client.MergeFrom(cur.DeepCopy())
-		cur.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID}
-		return env.Client.Status().Patch(t.Context(), cur, patch)
-	})
 }
 
 // awaitGone waits until the object no longer exists.
