@@ -169,6 +169,7 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"same address twice", []string{"run", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9090"}, []string{"--health-probe-bind-address", `":9090"`}},
 		{"dashboard address without port", []string{"run", "--dashboard-addr=8082"}, []string{"--dashboard-addr", `"8082"`}},
 		{"dashboard on the metrics port", []string{"run", "--metrics-bind-address=:9090", "--dashboard-addr=127.0.0.1:9090"}, []string{"--dashboard-addr", `"127.0.0.1:9090"`, "--metrics-bind-address"}},
+		{"aws endpoint not a URL", []string{"run", "--aws-endpoint=ec2.example.com"}, []string{"--aws-endpoint", `"ec2.example.com"`}},
 		{"unknown machine provider", []string{"run", "--machine-providers=aws,gce"}, []string{"--machine-providers", `"aws,gce"`, `"gce"`}},
 		{"pprof on the dashboard port", []string{"run", "--pprof-addr=127.0.0.1:8082"}, []string{"--pprof-addr", `"127.0.0.1:8082"`, "--dashboard-addr"}},
 		{"dashboard on the health port", []string{"run", "--dashboard-addr=:8081"}, []string{"--dashboard-addr", `":8081"`, "--health-probe-bind-address"}},

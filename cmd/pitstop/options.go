@@ -48,6 +48,8 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "Slack Web API base URL for slackThread notifications (default Slack's own; https://slack-gov.com/api/ for GovSlack)")
 	fs.BoolVar(&o.MachineAPI, "machine-api", o.MachineAPI, "run the Machine API controllers (Machine, MachineSet, nodelink, MachineHealthCheck) for machine.openshift.io/v1beta1 objects; their CRDs must be installed (config/crd/machineapi)")
 	fs.StringSliceVar(&o.MachineProviders, "machine-providers", o.MachineProviders, "providers that create and delete Machines' instances: aws, kwok (kwok makes simulated nodes: local clusters only)")
+	fs.StringVar(&o.AWSRegion, "aws-region", o.AWSRegion, "region of aws Machines whose providerSpec names none (default: the AWS SDK's, e.g. AWS_REGION)")
+	fs.StringVar(&o.AWSEndpoint, "aws-endpoint", o.AWSEndpoint, "EC2 endpoint URL replacing the region's (e.g. a VPC endpoint)")
 	fs.BoolVar(&o.Medik8sCompat, "medik8s-compat", o.Medik8sCompat, "also reconcile nodemaintenance.medik8s.io/v1beta1 NodeMaintenance objects (their CRD must be installed), through pitstop's own NodeMaintenance")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", o.Webhook.Port, "port of the admission webhook server, or 0 to turn the webhook off")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory where pitstop writes the webhook's serving certificate")

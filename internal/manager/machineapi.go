@@ -15,6 +15,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/nodelink"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
 )
 
@@ -49,7 +50,11 @@ func setupMachineAPI(mgr ctrl.Manager, opts Options) error {
 			p := &kwok.Provider{Client: mgr.GetClient(), Clock: clock.RealClock{}}
 			registry[p.Kind()] = p
 		case "aws":
-			// The aws provider is registered once it exists.
+			p, err := aws.New(aws.Options{Region: opts.AWSRegion, Endpoint: opts.AWSEndpoint, Secrets: mgr.GetAPIReader()})
+			if err != nil {
+				return fmt.Errorf("the aws provider: %w", err)
+			}
+			registry[p.Kind()] = p
 		}
 	}
 	if err := machine.Setup(mgr, machine.Options{

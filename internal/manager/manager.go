@@ -80,6 +80,11 @@ type Options struct {
 	MachineAPI bool
 	// MachineProviders are the providers Machines may use: kwok, aws.
 	MachineProviders []string
+	// AWSRegion is the region of aws Machines whose providerSpec names
+	// none; empty: the AWS SDK's default.
+	AWSRegion string
+	// AWSEndpoint replaces EC2's regional endpoint (a VPC endpoint).
+	AWSEndpoint string
 }
 
 // DefaultOptions are the defaults of `pitstop run`.
@@ -145,6 +150,11 @@ func (o Options) Validate() error {
 	}
 	if err := validateMachineProviders(o.MachineProviders); err != nil {
 		return err
+	}
+	if o.AWSEndpoint != "" {
+		if u, err := url.Parse(o.AWSEndpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return &FlagError{"aws-endpoint", o.AWSEndpoint, "must be an http(s) URL such as https://ec2.eu-west-1.amazonaws.com"}
+		}
 	}
 	if err := o.Webhook.validate(); err != nil {
 		return err

@@ -50,6 +50,9 @@ type health struct {
 	// reason says, for people, why the Machine is unhealthy (or would be,
 	// but for its node's maintenance); empty when healthy.
 	reason string
+	// failing says that a healthy verdict is only a matter of time: the
+	// node has an unhealthy condition not yet held for its timeout.
+	failing bool
 	// nextCheck is how long until the verdict could change by time alone
 	// (a condition reaching its timeout); zero when only a change to the
 	// Machine or its Node can change it.
@@ -64,6 +67,9 @@ type health struct {
 // inMaintenance.
 func checkHealth(t target, spec machinev1beta1.MachineHealthCheckSpec, now time.Time) health {
 	h := checkMachine(t, spec, now)
+	if t.node != nil && t.plannedMaintenance {
+		h.failing = false
+	}
 	if h.verdict == unhealthy && t.node != nil && t.plannedMaintenance {
 		h.verdict = inMaintenance
 		h.reason = fmt.Sprintf("%s, but node %s is in planned maintenance (a reboot is not a failure)", h.reason, t.node.Name)
@@ -129,7 +135,7 @@ func checkConditions(node *corev1.Node, unhealthyConditions []machinev1beta1.Unh
 			next = wait
 		}
 	}
-	return health{nextCheck: next}
+	return health{nextCheck: next, failing: next > 0}
 }
 
 func nodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
@@ -210,13 +216,31 @@ func (a assessment) unhealthy() int { return len(a.with(unhealthy)) }
 // is in planned maintenance count as healthy.
 func (a assessment) currentHealthy() int { return a.expected() - a.unhealthy() }
 
+// failing is the number of Machines not unhealthy yet whose nodes have an
+// unhealthy condition that has not reached its timeout.
+func (a assessment) failing() int {
+	n := 0
+	for _, t := range a.targets {
+		if t.health.verdict == healthy && t.health.failing {
+			n++
+		}
+	}
+	return n
+}
+
 // tooManyUnhealthy says whether the storm guard holds remediation back:
-// more Machines are unhealthy than maxUnhealthy allows.
-func (a assessment) tooManyUnhealthy() bool { return a.unhealthy() > a.maxUnhealthy }
+// more Machines are unhealthy, or on their way there, than maxUnhealthy
+// allows. Counting those still within their timeout is pitstop's own: the
+// nodes of a zone that goes dark turn NotReady seconds apart, and a guard
+// counting only machines past their timeout would let the first few be
+// remediated one at a time, before the storm shows.
+func (a assessment) tooManyUnhealthy() bool { return a.unhealthy()+a.failing() > a.maxUnhealthy }
 
 // remediationsAllowed is how many more Machines may become unhealthy before
 // the storm guard holds remediation back.
-func (a assessment) remediationsAllowed() int { return max(0, a.maxUnhealthy-a.unhealthy()) }
+func (a assessment) remediationsAllowed() int {
+	return max(0, a.maxUnhealthy-a.unhealthy()-a.failing())
+}
 
 // nextCheck is the earliest time a verdict could change by time alone;
 // zero when none can.

@@ -220,6 +220,11 @@ func targets(n, bad, held int) []target {
 	return out
 }
 
+// failingFor is a machine whose node has been NotReady for d.
+func failingFor(name string, d time.Duration) target {
+	return target{machine: machine("failing-"+name, withNodeRef(name)), node: node(name, cond(corev1.NodeReady, corev1.ConditionFalse, d))}
+}
+
 func maxUnhealthy(v intstr.IntOrString) func(*machinev1beta1.MachineHealthCheckSpec) {
 	return func(s *machinev1beta1.MachineHealthCheckSpec) { s.MaxUnhealthy = &v }
 }
@@ -264,6 +269,21 @@ func TestAssess(t *testing.T) {
 		"computes the status but remediates nothing while paused": {
 			targets: targets(3, 1, 0), spec: spec(), hold: "remediation is paused by the cluster.x-k8s.io/paused annotation",
 			wantHealthy: 3, wantMax: 4, wantAllowed: 3, wantRemedy: 0,
+		},
+		"counts machines failing within their timeout toward the storm guard": {
+			// One past its timeout, two NotReady for a minute of five: a
+			// zone going dark, not one broken machine.
+			targets: append(targets(2, 1, 0), failingFor("x", time.Minute), failingFor("y", time.Minute)), spec: spec(maxUnhealthy(intstr.FromInt32(2))),
+			wantHealthy: 4, wantMax: 2, wantAllowed: 0, wantRemedy: 0, wantTooMany: true,
+		},
+		"remediates while unhealthy and failing machines stay within maxUnhealthy": {
+			targets: append(targets(3, 1, 0), failingFor("x", time.Minute)), spec: spec(maxUnhealthy(intstr.FromInt32(2))),
+			wantHealthy: 4, wantMax: 2, wantAllowed: 0, wantRemedy: 1,
+		},
+		"does not count a failing node in planned maintenance": {
+			targets:     append(targets(2, 1, 0), target{machine: machine("m", withNodeRef("m")), node: node("m", cond(corev1.NodeReady, corev1.ConditionFalse, time.Minute)), plannedMaintenance: true}),
+			spec:        spec(maxUnhealthy(intstr.FromInt32(1))),
+			wantHealthy: 3, wantMax: 1, wantAllowed: 0, wantRemedy: 1,
 		},
 		"reports nothing to remediate with no machines": {
 			targets: nil, spec: spec(maxUnhealthy(intstr.FromString("50%"))),

@@ -73,8 +73,12 @@ func remediationAllowedCondition(a assessment, hold string) machinev1beta1.Condi
 	switch {
 	case a.tooManyUnhealthy():
 		c.Status, c.Severity, c.Reason = corev1.ConditionFalse, machinev1beta1.ConditionSeverityWarning, machinev1beta1.TooManyUnhealthyReason
-		c.Message = fmt.Sprintf("%d of %d machines are unhealthy, more than maxUnhealthy %s allows (%d); none is remediated until fewer are: %s",
-			a.unhealthy(), a.expected(), a.maxUnhealthySpec, a.maxUnhealthy, names(a.with(unhealthy), messageLimit))
+		failing := ""
+		if n := a.failing(); n > 0 {
+			failing = fmt.Sprintf(" and %d more failing within their timeouts", n)
+		}
+		c.Message = fmt.Sprintf("%d of %d machines are unhealthy%s, more than maxUnhealthy %s allows (%d); none is remediated until fewer are: %s",
+			a.unhealthy(), a.expected(), failing, a.maxUnhealthySpec, a.maxUnhealthy, names(a.with(unhealthy), messageLimit))
 	case hold != "":
 		c.Status, c.Severity, c.Reason = corev1.ConditionFalse, machinev1beta1.ConditionSeverityInfo, ReasonPaused
 		c.Message = hold + "; " + counts(a)
