@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,8 @@ type devOptions struct {
 	keep          bool
 	logFile       string
 	rolling       bool
+	machines      bool
+	nodeGrace     time.Duration
 	log           logOptions
 	manager       manager.Options
 }
@@ -65,6 +68,8 @@ It builds nothing: the binaries come from --bin-dir (make tools builds them).`,
 	fs.StringVar(&o.binDir, "bin-dir", localcluster.DefaultBinDir(), "directory with the control-plane binaries and kwok (make tools builds them)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the cluster's directory (data, logs, kubeconfig) after stopping")
 	fs.BoolVar(&o.rolling, "rolling", true, "apply the sample rolling-reboot MaintenanceProfile and mark the workers reboot-needed a few at a time")
+	fs.BoolVar(&o.machines, "machines", true, "run the Machine API on the kwok provider: scale a MachineSet to 3 and let a MachineHealthCheck replace a machine whose node stops its heartbeat")
+	fs.DurationVar(&o.nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node may miss heartbeats before it is marked unreachable (kube-controller-manager's flag)")
 	fs.StringVar(&o.logFile, "log-file", "", "where pitstop's own log goes: a path, or - for stderr (default: logs/pitstop.log in the cluster's directory)")
 	o.log.addFlags(fs)
 	addManagerFlags(fs, &o.manager)
@@ -75,6 +80,8 @@ func (o *devOptions) validate() error {
 	switch {
 	case o.nodes < 1:
 		return &manager.FlagError{Flag: "nodes", Value: fmt.Sprint(o.nodes), Reason: "must be at least 1"}
+	case o.nodeGrace <= 0:
+		return &manager.FlagError{Flag: "node-monitor-grace-period", Value: o.nodeGrace.String(), Reason: "must be positive"}
 	case o.controlPlanes < 0 || o.controlPlanes >= o.nodes:
 		return &manager.FlagError{Flag: "control-plane-nodes", Value: fmt.Sprint(o.controlPlanes), Reason: fmt.Sprintf("must be from 0 to %d so that at least one worker is left of --nodes=%d", o.nodes-1, o.nodes)}
 	}
@@ -96,6 +103,13 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	opts.ControlPlaneNodes = o.controlPlanes
 	opts.Workers = o.nodes - o.controlPlanes
 	opts.SampleWorkloads = true
+	opts.NodeMonitorGracePeriod = o.nodeGrace
+	if o.machines {
+		o.manager.MachineAPI = true
+		if !slices.Contains(o.manager.MachineProviders, "kwok") {
+			o.manager.MachineProviders = append(o.manager.MachineProviders, "kwok")
+		}
+	}
 
 	fmt.Fprintf(out, "Starting a local cluster: %d nodes (%d control-plane, %d workers) with sample workloads...\n", o.nodes, opts.ControlPlaneNodes, opts.Workers)
 	started := time.Now()
@@ -132,6 +146,13 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	crds, err := config.CRDs()
 	if err != nil {
 		return err
+	}
+	if o.machines {
+		machineCRDs, err := config.MachineAPICRDs()
+		if err != nil {
+			return err
+		}
+		crds = append(crds, machineCRDs...)
 	}
 	if err := install.CRDs(ctx, c, crds); err != nil {
 		return err
@@ -170,6 +191,13 @@ Press Ctrl-C to stop.
 		go func() {
 			if err := rollingDemo(ctx, c, out, 3, 4*time.Second); err != nil {
 				fmt.Fprintf(out, "rolling demo: %v\n", err)
+			}
+		}()
+	}
+	if o.machines {
+		go func() {
+			if err := machinesDemo(ctx, c, out, 3, 20*time.Second); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(out, "machines demo: %v\n", err)
 			}
 		}()
 	}

@@ -71,7 +71,7 @@ func kubectl(t *testing.T, environ []string, args ...string) string {
 // URL; then Ctrl-C stops every process and removes the cluster's directory.
 func TestDemoComesUpAndCtrlCLeavesNothing(t *testing.T) {
 	dashboard := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	p := startPitstop(t, "dev", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr="+dashboard, fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	p := startPitstop(t, "dev", "--rolling=false", "--machines=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr="+dashboard, fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
 	environ, dir := devEnv(t, line)
 	if line, _ := p.awaitLine("Dashboard: ", time.Second); !strings.HasPrefix(line, "Dashboard: http://"+dashboard+"/ ") {
@@ -144,7 +144,7 @@ func TestDemoStopsEverythingOnSIGTERMAndSIGKILL(t *testing.T) {
 		{syscall.SIGKILL, -1, false}, // nobody is left to remove the directory; the next start does
 	} {
 		t.Run(tc.sig.String(), func(t *testing.T) {
-			p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+			p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--machines=false", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 			line, _ := p.awaitLine("export KUBECONFIG=", 2*time.Minute)
 			_, dir := devEnv(t, line)
 			t.Cleanup(func() { os.RemoveAll(dir) })
@@ -175,11 +175,35 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 	}
 }
 
+// TestMachinesDemo runs the demo's Machine API part: a MachineSet scaled
+// to 3 on the kwok provider, then a MachineHealthCheck replacing the
+// machine whose node stopped its heartbeat; kubectl sees the machines.
+func TestMachinesDemo(t *testing.T) {
+	p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--node-monitor-grace-period=10s", "--log-file=-",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
+	environ, _ := devEnv(t, line)
+	running, _ := p.awaitLine("Machines: 3 Running", time.Minute)
+	replaced, _ := p.awaitLine("Machines: the MachineHealthCheck replaced machine", 2*time.Minute)
+	first := strings.Fields(running[strings.Index(running, "node: ")+len("node: "):])
+	sick := strings.TrimSuffix(first[0], ",")
+	if !strings.Contains(replaced, "replaced machine "+sick+" ") {
+		t.Errorf("replaced %q, want the machine whose heartbeat stopped, %s", replaced, sick)
+	}
+	machines := kubectl(t, environ, "get", "machines.machine.openshift.io", "-n", "machines", "--no-headers")
+	if strings.Contains(machines, sick+" ") || strings.Count(strings.TrimSpace(machines), "\n") != 2 {
+		t.Errorf("kubectl get machines after the replacement:\n%s", machines)
+	}
+	if code := p.signal(syscall.SIGINT, 30*time.Second); code != 0 {
+		t.Errorf("exit code %d after Ctrl-C", code)
+	}
+}
+
 // TestRollingDemo runs the demo's rolling reboot: every worker goes through
 // maintenance (drained, "rebooted", restored), never more than 2 at once,
 // and the terminal shows the progress.
 func TestRollingDemo(t *testing.T) {
-	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
+	p := startPitstop(t, "dev", "--nodes=8", "--control-plane-nodes=2", "--machines=false", "--log-file=-", "--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
 	line, _ := p.awaitLine("export KUBECONFIG=", 3*time.Minute)
 	environ, dir := devEnv(t, line)
 	p.awaitLine("Applied MaintenanceProfile rolling-reboot", time.Minute)

@@ -131,7 +131,7 @@ func kwokArgs(kubeconfig, stages, config string) []string {
 		"--config=" + stages,
 		"--config=" + config,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--manage-nodes-with-annotation-selector=" + AnnotationKwokNode + "=fake",
 		"--cidr=10.128.0.0/9",
 	}
 }

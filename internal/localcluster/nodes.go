@@ -15,8 +15,9 @@ import (
 )
 
 const (
-	// kwokNodeAnnotation marks the nodes kwok plays the kubelet for.
-	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	// AnnotationKwokNode marks the nodes kwok plays the kubelet for: a node
+	// without it gets no heartbeat.
+	AnnotationKwokNode = "kwok.x-k8s.io/node"
 
 	// LabelControlPlane marks control-plane nodes, as kubeadm does.
 	LabelControlPlane = "node-role.kubernetes.io/control-plane"
@@ -56,7 +57,7 @@ func SimulatedNode(name string, i int, zone string, podsPerNode int, labels map[
 				"type":                 "kwok",
 			},
 			Annotations: map[string]string{
-				kwokNodeAnnotation: "fake",
+				AnnotationKwokNode: "fake",
 				// Lets kubelets' clients skip the ConfigMap/Secret cache TTL; kwok
 				// sets it on the nodes it creates itself too.
 				"node.alpha.kubernetes.io/ttl": "0",

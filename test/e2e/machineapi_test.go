@@ -257,7 +257,7 @@ func stopHeartbeat(t *testing.T, c client.Client, machine string) {
 	}
 	node := testutil.GetNode(t, c, m.Status.NodeRef.Name)
 	patch := client.MergeFrom(node.DeepCopy())
-	delete(node.Annotations, "kwok.x-k8s.io/node")
+	delete(node.Annotations, localcluster.AnnotationKwokNode)
 	if err := c.Patch(t.Context(), node, patch); err != nil {
 		t.Fatal(err)
 	}

@@ -116,8 +116,14 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, m *machinev1beta1.Machi
 		}
 	}
 	nm, err := r.maintenanceOf(ctx, m, node)
-	if err != nil || nm == nil {
+	if err != nil {
+		// Refused (the control-plane quorum guard, say) or failing: the
+		// condition says so, and the drain is asked for again with backoff.
+		setDrained(m, corev1.ConditionFalse, machinev1beta1.MachineDrainError, err.Error(), now)
 		return ctrl.Result{}, false, err
+	}
+	if nm == nil {
+		return ctrl.Result{}, false, nil
 	}
 	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
 	if ready != nil && ready.Status == metav1.ConditionTrue {
@@ -183,7 +189,9 @@ func (r *Reconciler) maintenanceOf(ctx context.Context, m *machinev1beta1.Machin
 			Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete},
 		},
 	}
-	if err := r.client.Create(ctx, nm); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.client.Create(ctx, nm); apierrors.IsAlreadyExists(err) {
+		return nil, nil // the cache has not seen it yet
+	} else if err != nil {
 		return nil, fmt.Errorf("creating NodeMaintenance %s for machine %s/%s: %w", nm.Name, m.Namespace, m.Name, err)
 	}
 	r.eventDrainStarted(m, node, nm)

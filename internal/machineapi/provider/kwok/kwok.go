@@ -110,6 +110,10 @@ func (p *Provider) Create(ctx context.Context, m *machinev1beta1.Machine) (*prov
 	if err != nil {
 		return nil, fmt.Errorf("creating kwok node %s: %w", m.Name, err)
 	}
+	if !isMachineNode(node, m) {
+		return nil, fmt.Errorf("%w: metadata.name: a node named %s exists that is not this machine's (its %s annotation is %q)",
+			provider.ErrInvalidConfig, m.Name, AnnotationMachine, node.Annotations[AnnotationMachine])
+	}
 	return p.instance(node, spec), nil
 }
 
@@ -243,10 +247,10 @@ func deleteAt(node *corev1.Node) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	t, err := time.Parse(time.RFC3339Nano, v)
-	// An unreadable time is treated as already past: the instance was
+	// An unreadable time is the zero time, already past: the instance was
 	// being deleted, and nobody else writes this annotation.
-	return t, err == nil || ok
+	t, _ := time.Parse(time.RFC3339Nano, v)
+	return t, true
 }
 
 // ipRange holds the internal IPs of kwok machines' nodes, apart from the
