@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"runtime/debug"
+
 	"github.com/spf13/cobra"
 
 	"github.com/pitstop-dev/pitstop/internal/logging"
@@ -38,12 +41,14 @@ default) only one replica acts at a time; the others wait on the Lease.`,
 			if err != nil {
 				return err
 			}
+			gcPercent := tuneGC()
 			mgr, err := manager.New(cmd.Context(), cfg, o.manager, log)
 			if err != nil {
 				return err
 			}
 			log.Info("Starting manager", "leaderElection", o.manager.LeaderElection,
-				"leaseNamespace", o.manager.LeaderElectionNamespace, "metrics", o.manager.MetricsAddr, "health", o.manager.HealthAddr, "dashboard", o.manager.DashboardAddr)
+				"leaseNamespace", o.manager.LeaderElectionNamespace, "metrics", o.manager.MetricsAddr, "health", o.manager.HealthAddr, "dashboard", o.manager.DashboardAddr,
+				"gcPercent", gcPercent)
 			// Start returns once the signal context ends and the controllers
 			// have stopped (or GracefulShutdownTimeout passed); with leader
 			// election on, the Lease is released on the way out.
@@ -70,4 +75,24 @@ func (o *runOptions) validate() error {
 		return usageError{err}
 	}
 	return nil
+}
+
+// defaultGCPercent is the garbage collector's target when GOGC is not set.
+// Most of the manager's heap is its informer cache, which lives as long as
+// the process: Go's default (100) lets the heap grow to twice that before
+// collecting, which on a fleet of 1,000 nodes and 30,000 pods is most of
+// the manager's memory. 50 keeps it to one and a half times, for a little
+// more collector CPU (docs/benchmarks.md).
+const defaultGCPercent = 50
+
+// tuneGC applies defaultGCPercent unless GOGC says otherwise, and returns
+// the percent in force.
+func tuneGC() int {
+	if _, set := os.LookupEnv("GOGC"); set {
+		percent := debug.SetGCPercent(100)
+		debug.SetGCPercent(percent)
+		return percent
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return defaultGCPercent
 }

@@ -90,8 +90,9 @@ func (v *clusterView) Nodes() []corev1.Node {
 	return v.nodes
 }
 
-// ProfileNodes returns the nodes the profile selects.
-func (v *clusterView) ProfileNodes(profile string) []corev1.Node {
+// ProfileNodes returns the nodes the profile selects, shared with the
+// view: read them, never change them.
+func (v *clusterView) ProfileNodes(profile string) []*corev1.Node {
 	v.load()
 	var p *pitstopv1alpha1.MaintenanceProfile
 	for i := range v.profiles {
@@ -99,13 +100,13 @@ func (v *clusterView) ProfileNodes(profile string) []corev1.Node {
 			p = &v.profiles[i]
 		}
 	}
-	var out []corev1.Node
-	for _, n := range v.nodes {
+	var out []*corev1.Node
+	for i := range v.nodes {
 		if p == nil {
 			break
 		}
-		if ok, _ := engine.Selects(p, &n); ok {
-			out = append(out, n)
+		if ok, _ := engine.Selects(p, &v.nodes[i]); ok {
+			out = append(out, &v.nodes[i])
 		}
 	}
 	return out

@@ -193,8 +193,8 @@ func budgets(view *clusterView, profile, checkName string, m *pitstopv1alpha1.Ma
 		groups[""] = true // one budget, even while the profile has no nodes
 	}
 	members := view.ProfileNodes(profile)
-	for i := range members {
-		groups[members[i].Labels[m.GroupBy]] = true
+	for _, n := range members {
+		groups[n.Labels[m.GroupBy]] = true
 	}
 	out := make([]Budget, 0, len(groups))
 	for group := range groups {

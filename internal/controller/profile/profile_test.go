@@ -313,19 +313,27 @@ func TestRestartMidTransitionResumes(t *testing.T) {
 		}
 		return nil
 	})
-	entries := 0
-	list := &eventsv1.EventList{}
-	if err := env.Client.List(t.Context(), list); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range list.Items {
-		if e.Regarding.Name == "restarter-0" && e.Reason == "ChangedMaintenanceState" && strings.Contains(e.Note, "now in-maintenance") {
-			entries++
+	// Events are written in the background, after the node: wait for the
+	// move's, then make sure there is no second one.
+	entries := func() int {
+		n := 0
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list); err != nil {
+			t.Fatal(err)
 		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "restarter-0" && e.Reason == "ChangedMaintenanceState" && strings.Contains(e.Note, "now in-maintenance") {
+				n++
+			}
+		}
+		return n
 	}
-	if entries != 1 {
-		t.Errorf("%d moves into maintenance recorded, want exactly 1", entries)
-	}
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if n := entries(); n != 1 {
+			return fmt.Errorf("%d moves into maintenance recorded, want exactly 1", n)
+		}
+		return nil
+	})
 	leases := &coordinationv1.LeaseList{}
 	if err := env.Client.List(t.Context(), leases, client.InNamespace("pitstop-system")); err != nil {
 		t.Fatal(err)

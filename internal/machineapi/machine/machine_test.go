@@ -298,6 +298,20 @@ func TestAProviderSpecNoProviderServesWaitsAndAnInvalidOneFails(t *testing.T) {
 	}
 }
 
+func TestANodeOfTheMachinesNameThatIsNotItsFailsTheMachine(t *testing.T) {
+	startManager(t)
+	ns := testutil.Namespace(t, env.Client, "machine-taken")
+	testutil.Create(t, env.Client, testutil.Node("taken-0"))
+	testutil.Create(t, env.Client, kwokMachine(ns, "taken-0", ""))
+	m := awaitPhase(t, ns, "taken-0", machinev1beta1.PhaseFailed)
+	if msg := ptr.Deref(m.Status.ErrorMessage, ""); !strings.Contains(msg, "not this machine's") {
+		t.Errorf("error message %q, want it to say the node is not the machine's", msg)
+	}
+	if got := testutil.GetNode(t, env.Client, "taken-0"); got.Spec.ProviderID != "" {
+		t.Errorf("the existing node was changed: providerID %q", got.Spec.ProviderID)
+	}
+}
+
 func TestAnInstanceDeletedOutsideTheMachineAPIFailsTheMachine(t *testing.T) {
 	startManager(t)
 	ns := testutil.Namespace(t, env.Client, "machine-vanish")
@@ -376,7 +390,7 @@ func maintenanceOf(t *testing.T, node string) *pitstopv1alpha1.NodeMaintenance {
 }
 
 // watchMachineDrains watches the NodeMaintenances of Machines' drains and
-// returns a function telling the most that existed at once.
+// returns a function telling the most that were draining at once.
 func watchMachineDrains(t *testing.T) func() int {
 	t.Helper()
 	w, err := watcher(t).Watch(t.Context(), &pitstopv1alpha1.NodeMaintenanceList{}, client.MatchingLabels{machine.LabelSource: machine.SourceMachine})
@@ -392,7 +406,9 @@ func watchMachineDrains(t *testing.T) func() int {
 				continue
 			}
 			mu.Lock()
-			if ev.Type == watch.Deleted {
+			// A NodeMaintenance being deleted has finished its drain: its
+			// node is gone, and only its own clean-up is left.
+			if ev.Type == watch.Deleted || !nm.DeletionTimestamp.IsZero() {
 				delete(live, nm.Name)
 			} else {
 				live[nm.Name] = true

@@ -52,8 +52,8 @@ func (a *affinity) Evaluate(_ context.Context, c Context) (Result, error) {
 	nodes := c.Cluster.ProfileNodes(c.Profile)
 	if a.minOperational > 0 {
 		operational := 0
-		for i := range nodes {
-			if state, _ := c.Cluster.StateOf(&nodes[i], c.Profile); state == pitstopv1alpha1.StateOperational {
+		for _, n := range nodes {
+			if state, _ := c.Cluster.StateOf(n, c.Profile); state == pitstopv1alpha1.StateOperational {
 				operational++
 			}
 		}
@@ -65,8 +65,7 @@ func (a *affinity) Evaluate(_ context.Context, c Context) (Result, error) {
 		return Result{Passed: true, Reason: "no pod on the node prefers operational nodes"}, nil
 	}
 	var first []string
-	for i := range nodes {
-		n := &nodes[i]
+	for _, n := range nodes {
 		if n.Name == c.Node.Name {
 			continue
 		}

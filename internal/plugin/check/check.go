@@ -37,7 +37,7 @@ type Cluster interface {
 	// Nodes returns every node.
 	Nodes() []corev1.Node
 	// ProfileNodes returns the nodes the profile selects.
-	ProfileNodes(profile string) []corev1.Node
+	ProfileNodes(profile string) []*corev1.Node
 	// StateOf returns a node's state in a profile ("" when the profile does
 	// not select it) and whether the node is in maintenance for any profile.
 	StateOf(node *corev1.Node, profile string) (state pitstopv1alpha1.MaintenanceState, inMaintenanceAnywhere bool)

@@ -49,11 +49,11 @@ func (f *fakeCluster) withPods(node string, pods ...corev1.Pod) *fakeCluster {
 
 func (f *fakeCluster) Nodes() []corev1.Node { return slices.Clone(f.nodes) }
 
-func (f *fakeCluster) ProfileNodes(profile string) []corev1.Node {
-	var selected []corev1.Node
-	for _, n := range f.nodes {
-		if _, ok := f.states[profile][n.Name]; ok {
-			selected = append(selected, n)
+func (f *fakeCluster) ProfileNodes(profile string) []*corev1.Node {
+	var selected []*corev1.Node
+	for i := range f.nodes {
+		if _, ok := f.states[profile][f.nodes[i].Name]; ok {
+			selected = append(selected, &f.nodes[i])
 		}
 	}
 	return selected

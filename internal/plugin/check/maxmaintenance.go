@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -46,13 +48,8 @@ func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) 
 // except: with profileScoped the profile's nodes in maintenance for it,
 // otherwise every node in maintenance for any profile.
 func MaintenanceUsed(cluster Cluster, profile string, profileScoped bool, groupBy, group, except string) int {
-	nodes := cluster.Nodes()
-	if profileScoped {
-		nodes = cluster.ProfileNodes(profile)
-	}
 	used := 0
-	for i := range nodes {
-		n := &nodes[i]
+	for _, n := range scopedNodes(cluster, profile, profileScoped) {
 		if n.Name == except || (groupBy != "" && n.Labels[groupBy] != group) {
 			continue
 		}
@@ -62,6 +59,19 @@ func MaintenanceUsed(cluster Cluster, profile string, profileScoped bool, groupB
 		}
 	}
 	return used
+}
+
+// scopedNodes is the profile's nodes when profileScoped, else every node.
+func scopedNodes(cluster Cluster, profile string, profileScoped bool) []*corev1.Node {
+	if profileScoped {
+		return cluster.ProfileNodes(profile)
+	}
+	all := cluster.Nodes()
+	nodes := make([]*corev1.Node, len(all))
+	for i := range all {
+		nodes[i] = &all[i]
+	}
+	return nodes
 }
 
 // scope says which nodes were counted: " in profile os-patching,

@@ -39,18 +39,15 @@ func (s *clusterSemver) Evaluate(_ context.Context, c Context) (Result, error) {
 	if err != nil {
 		return Result{Reason: fmt.Sprintf("label %s=%s is not a semantic version: %v", s.key, raw, err)}, nil
 	}
-	nodes := c.Cluster.Nodes()
-	if s.profileScoped {
-		nodes = c.Cluster.ProfileNodes(c.Profile)
-	}
+	nodes := scopedNodes(c.Cluster, c.Profile, s.profileScoped)
 	var newest *version.Version
 	var newestOn string
-	for i := range nodes {
-		if nodes[i].Name == c.Node.Name {
+	for _, n := range nodes {
+		if n.Name == c.Node.Name {
 			continue
 		}
-		if v := s.versionOf(&nodes[i]); v != nil && (newest == nil || v.GreaterThan(newest)) {
-			newest, newestOn = v, nodes[i].Name
+		if v := s.versionOf(n); v != nil && (newest == nil || v.GreaterThan(newest)) {
+			newest, newestOn = v, n.Name
 		}
 	}
 	switch {
