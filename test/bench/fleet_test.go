@@ -548,17 +548,23 @@ func (m *managerProcess) controllerLoad(b *testing.B) {
 	}
 }
 
+// rss reads the manager's resident set size now (VmRSS).
+func (m *managerProcess) rss() (int64, error) { return m.status("VmRSS:") }
+
 // peakRSS reads the manager's peak resident set size (VmHWM).
-func (m *managerProcess) peakRSS() (int64, error) {
+func (m *managerProcess) peakRSS() (int64, error) { return m.status("VmHWM:") }
+
+// status reads a size in kB from the manager's /proc/PID/status.
+func (m *managerProcess) status(field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc/PID/status")
+	return 0, fmt.Errorf("no %s in /proc/PID/status", field)
 }

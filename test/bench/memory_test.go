@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+var (
+	memoryNodes = flag.Int("memory-nodes", 1000, "nodes BenchmarkManagerMemory creates")
+	memoryPods  = flag.Int("memory-pods-per-node", 30, "pods per node BenchmarkManagerMemory creates")
+)
+
+// BenchmarkManagerMemory measures the manager's memory with a large fleet
+// in its cache, without the minutes a simulated fleet takes to start: an
+// API server and etcd (envtest) get N nodes and N × pods-per-node pods
+// bound to them (Running, owned by a ReplicaSet, as a scheduler and kubelet
+// would leave them), then the pitstop binary starts against it. It reports
+// the manager's peak resident memory (VmHWM) once its caches are synced, and
+// its resident memory a few seconds later, after a garbage collection had
+// time to run. With -fleet-heap-profile it saves the heap profile too.
+func BenchmarkManagerMemory(b *testing.B) {
+	binary, err := filepath.Abs(*pitstopBinary)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := testutil.StartEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Stop() })
+	start := time.Now()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := fillFleet(context.Background(), c, *memoryNodes, *memoryPods); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d nodes and %d pods created in %.0fs", *memoryNodes, *memoryNodes**memoryPods, time.Since(start).Seconds())
+	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		m := startManagerProcess(b, binary, kubeconfig)
+		synced, err := m.peakRSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // steady state: the sync's garbage collected
+		settled, err := m.rss()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("nodes=%d pods=%d: manager peak RSS at cache sync %.0f MB, RSS 10 s later %.0f MB",
+			*memoryNodes, *memoryNodes**memoryPods, float64(synced)/(1<<20), float64(settled)/(1<<20))
+		b.ReportMetric(float64(synced)/(1<<20), "peak-RSS-MB")
+		b.ReportMetric(float64(settled)/(1<<20), "settled-RSS-MB")
+	}
+}
+
+// fillFleet creates the nodes and their pods, many at a time.
+func fillFleet(ctx context.Context, c client.Client, nodes, podsPerNode int) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fleetNamespace}}
+	if err := c.Create(ctx, ns); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNS}}); err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range nodes {
+		node := localcluster.SimulatedNode(fmt.Sprintf("worker-%04d", i), i, "", podsPerNode, map[string]string{localcluster.LabelWorker: ""})
+		g.Go(func() error { return c.Create(gctx, node) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range nodes {
+		for j := range podsPerNode {
+			app := fmt.Sprintf("app-%02d", j)
+			pod := testutil.Pod(fleetNamespace, fmt.Sprintf("%s-%04d", app, i), testutil.OnNode(fmt.Sprintf("worker-%04d", i)),
+				testutil.OwnedBy("ReplicaSet", app), testutil.WithPodLabels(map[string]string{"app": app, "pod-template-hash": "5d8f7c9b6"}))
+			g.Go(func() error {
+				if err := c.Create(gctx, pod); err != nil {
+					return err
+				}
+				pod.Status.Phase = corev1.PodRunning
+				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+				return c.Status().Update(gctx, pod)
+			})
+		}
+	}
+	return g.Wait()
+}
