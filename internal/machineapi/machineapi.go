@@ -69,13 +69,6 @@ func SetCondition(conditions *[]machinev1beta1.Condition, c machinev1beta1.Condi
 	return true
 }
 
-// IsControlPlane says whether a node runs the control plane.
-func IsControlPlane(node *corev1.Node) bool {
-	_, cp := node.Labels["node-role.kubernetes.io/control-plane"]
-	_, master := node.Labels["node-role.kubernetes.io/master"]
-	return cp || master
-}
-
 // InPlannedMaintenance says whether a node is in maintenance pitstop
 // planned: a NodeMaintenance for it exists and is not being deleted, or a
 // profile holds it in-maintenance. A node that is NotReady then is being

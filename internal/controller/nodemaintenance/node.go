@@ -39,7 +39,7 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, true, pitstopv1alpha1.ReasonCordoned, fmt.Sprintf("node %s is unschedulable and tainted %s", node.Name, pitstopv1alpha1.TaintDrain))
 		return 0, false, nil
 	}
-	if isControlPlane(node) {
+	if IsControlPlane(node) {
 		r.controlPlane.Lock()
 		defer r.controlPlane.Unlock()
 		if why, err := r.quorumCheck(ctx, s.nm); err != nil || why != "" {

@@ -13,7 +13,9 @@ const (
 	labelMaster       = "node-role.kubernetes.io/master"
 )
 
-func isControlPlane(node *corev1.Node) bool {
+// IsControlPlane says whether a node runs the control plane, by either
+// role label. The Machine controller's one-drain-at-a-time rule asks it too.
+func IsControlPlane(node *corev1.Node) bool {
 	_, cp := node.Labels[labelControlPlane]
 	_, master := node.Labels[labelMaster]
 	return cp || master
@@ -37,7 +39,7 @@ func quorumViolation(target string, nodes []corev1.Node, inMaintenance map[strin
 	isTargetCP := false
 	for i := range nodes {
 		n := &nodes[i]
-		if !isControlPlane(n) {
+		if !IsControlPlane(n) {
 			continue
 		}
 		total++

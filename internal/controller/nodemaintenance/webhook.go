@@ -64,7 +64,7 @@ func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.Node
 				fmt.Errorf("node %s is already in maintenance by NodeMaintenance %s", nodeName, o.Name))
 		}
 	}
-	if isControlPlane(node) {
+	if IsControlPlane(node) {
 		nodes := &corev1.NodeList{}
 		if err := v.reader.List(ctx, nodes); err != nil {
 			return nil, fmt.Errorf("listing nodes: %w", err)

@@ -104,7 +104,7 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, m *machinev1beta1.Machi
 		return ctrl.Result{}, false, nil
 	}
 	setHookCondition(m, machinev1beta1.MachineDrainable, "Drain operation", nil, now)
-	if machineapi.IsControlPlane(node) {
+	if nodemaintenance.IsControlPlane(node) {
 		got, err := r.takeControlPlaneTurn(ctx, node, now)
 		if err != nil {
 			return ctrl.Result{}, false, err
