@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"fmt"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,8 +55,9 @@ func TestSlimPodsPlanTheSameDrain(t *testing.T) {
 		pod("logger", func(p *corev1.Pod) { p.Spec.Priority = ptr.To[int32](2_000_001_000) }),
 	}
 	slim := make([]corev1.Pod, len(full))
+	slimmer := newPodSlimmer()
 	for i := range full {
-		out, err := slimPod(full[i].DeepCopy())
+		out, err := slimmer.slim(full[i].DeepCopy())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,6 +76,58 @@ func TestSlimPodsPlanTheSameDrain(t *testing.T) {
 		if !equality.Semantic.DeepEqual(wantPending, gotPending) {
 			t.Errorf("options %+v: pending over slim pods %v, over full pods %v", opts, gotPending, wantPending)
 		}
+	}
+}
+
+// TestSlimPodsShareEqualLabelsAndOwners: pods of one ReplicaSet share one
+// copy of their labels and owner references in the cache; pods with other
+// labels or owners get their own, with their own values; past the limit
+// the kept copies are forgotten, not grown.
+func TestSlimPodsShareEqualLabelsAndOwners(t *testing.T) {
+	owner := func(name string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: k8stypes.UID("uid-" + name), Controller: ptr.To(true)}}
+	}
+	pod := func(name string, labels map[string]string, owners []metav1.OwnerReference) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels, OwnerReferences: owners}}
+	}
+	s := newPodSlimmer()
+	slim := func(p *corev1.Pod) *corev1.Pod {
+		out, err := s.slim(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*corev1.Pod)
+	}
+	a := slim(pod("web-a", map[string]string{"app": "web", "pod-template-hash": "1"}, owner("web-1")))
+	b := slim(pod("web-b", map[string]string{"pod-template-hash": "1", "app": "web"}, owner("web-1")))
+	c := slim(pod("web-c", map[string]string{"app": "web", "pod-template-hash": "2"}, owner("web-2")))
+	d := slim(pod("web-d", map[string]string{"app": "web", "pod-template-hash": "1"},
+		[]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web-1", Controller: ptr.To(false)}}))
+	e := slim(pod("bare", nil, nil))
+	same := func(x, y *corev1.Pod) (labels, owners bool) {
+		return reflect.ValueOf(x.Labels).UnsafePointer() == reflect.ValueOf(y.Labels).UnsafePointer(),
+			len(x.OwnerReferences) > 0 && len(y.OwnerReferences) > 0 && &x.OwnerReferences[0] == &y.OwnerReferences[0]
+	}
+	if l, o := same(a, b); !l || !o {
+		t.Errorf("pods of one ReplicaSet: labels shared %v, owners shared %v; want both", l, o)
+	}
+	if l, o := same(a, c); l || o {
+		t.Errorf("pods of two ReplicaSets: labels shared %v, owners shared %v; want neither", l, o)
+	}
+	if l, o := same(a, d); !l || o {
+		t.Errorf("equal labels, owners differing in controller: labels shared %v, owners shared %v", l, o)
+	}
+	if c.Labels["pod-template-hash"] != "2" || c.OwnerReferences[0].Name != "web-2" || *d.OwnerReferences[0].Controller {
+		t.Errorf("shared copies changed values: %v %v %v", c.Labels, c.OwnerReferences, d.OwnerReferences)
+	}
+	if e.Labels != nil || e.OwnerReferences != nil {
+		t.Errorf("a pod without labels or owners got some: %v %v", e.Labels, e.OwnerReferences)
+	}
+	for i := range internLimit + 10 {
+		slim(pod(fmt.Sprintf("sts-%d", i), map[string]string{"statefulset.kubernetes.io/pod-name": fmt.Sprintf("sts-%d", i)}, owner("sts")))
+	}
+	if len(s.labels) > internLimit || len(s.owners) > internLimit {
+		t.Errorf("kept %d label sets and %d owner lists, past the limit of %d", len(s.labels), len(s.owners), internLimit)
 	}
 }
 

@@ -161,6 +161,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	}
 	res, err := maintainFleet(ctx, cl, m, nodes, budget)
 	if err != nil {
+		m.controllerLoad(b)
 		b.Fatal(err)
 	}
 	b.Logf("nodes=%d budget=%d: makespan %.1fs, lower bound %.1fs (ceil(%d/%d) × (median drain %.2fs + maintenance %s)), ratio %.3f",
@@ -260,12 +261,25 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	done := map[string]bool{}
 	draining := map[string]bool{}
 	timeout := time.After(time.Duration(nodes/budget+2) * (*fleetMaintenance + 2*time.Minute))
+	progress := time.NewTicker(time.Minute)
+	defer progress.Stop()
 	for len(done) < nodes {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-timeout:
-			return res, fmt.Errorf("%d of %d nodes maintained before the timeout", len(done), nodes)
+			res.phases = fleetPhases(timelines, admissions, exits, budget)
+			return res, fmt.Errorf("%d of %d nodes maintained before the timeout; %s", len(done), nodes, phaseSummary(res.phases))
+		case <-progress.C:
+			// Live on stderr: a benchmark's log is only printed when it ends.
+			drained := 0
+			for _, t := range timelines {
+				if !t.drained.IsZero() && t.entered.IsZero() {
+					drained++
+				}
+			}
+			fmt.Fprintf(os.Stderr, "fleet %d: %4.0fs: %d maintained, %d NodeMaintenances, %d drained not yet in maintenance, %d in maintenance\n",
+				nodes, time.Since(start).Seconds(), len(done), len(draining), drained, len(inMaintenance))
 		case ev, ok := <-nodeWatch.ResultChan():
 			if !ok {
 				return res, errors.New("the node watch ended")
@@ -330,7 +344,17 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		return res, err
 	}
 	res.drain = spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })
-	res.phases = []phase{
+	res.phases = fleetPhases(timelines, admissions, exits, budget)
+	rounds := (nodes + budget - 1) / budget
+	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
+	return res, nil
+}
+
+// fleetPhases are the medians of the steps of the nodes' maintenance, as
+// far as the timelines go.
+func fleetPhases(timelines map[string]*timeline, admissions, exits []time.Time, budget int) []phase {
+	phases := []phase{
+		{"NodeMaintenance created → Drained", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })},
 		{"drained → in-maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered })},
 		{"in-maintenance → NodeMaintenance deleted", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting })},
 		{"deleted → NodeMaintenance gone (node restored)", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone })},
@@ -343,11 +367,17 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		refills = append(refills, admissions[k].Sub(exits[k-budget]))
 	}
 	if len(refills) > 0 {
-		res.phases = append(res.phases, phase{"node out of maintenance → next NodeMaintenance created", median(refills)})
+		phases = append(phases, phase{"node out of maintenance → next NodeMaintenance created", median(refills)})
 	}
-	rounds := (nodes + budget - 1) / budget
-	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
-	return res, nil
+	return phases
+}
+
+func phaseSummary(phases []phase) string {
+	var parts []string
+	for _, p := range phases {
+		parts = append(parts, fmt.Sprintf("median %s %.2fs", p.name, p.median.Seconds()))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // retryWatch watches list's kind from version on, resuming after the API
@@ -451,8 +481,12 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 			b.Logf("last lines of the manager's log:\n%s", strings.Join(lines[max(0, len(lines)-20):], "\n"))
 		}
 	})
+	m := &managerProcess{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), pprof: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort)}
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
-	err = wait.PollUntilContextTimeout(b.Context(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	started := time.Now()
+	var start []memorySample
+	err = wait.PollUntilContextTimeout(b.Context(), 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+		start = append(start, m.sample(time.Since(started)))
 		resp, err := http.Get(ready)
 		if err != nil {
 			return false, nil
@@ -463,9 +497,60 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 	if err != nil {
 		b.Fatalf("the manager did not become ready: %v", err)
 	}
-	m := &managerProcess{cmd: cmd, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort), pprof: fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort)}
+	b.Logf("manager ready after %.1fs; its memory while the caches filled: %s", time.Since(started).Seconds(), startCurve(start))
+	if log, err := os.ReadFile(logFile.Name()); err == nil {
+		for _, line := range strings.Split(string(log), "\n") {
+			if strings.Contains(strings.ToLower(line), "watchlist") || strings.Contains(line, "falling back") {
+				b.Logf("manager log: %s", line)
+			}
+		}
+	}
 	m.saveHeapProfile(b, "synced")
 	return m
+}
+
+// memorySample is the manager's memory at one moment of its start: its
+// resident set and, once its metrics are served, the Go heap.
+type memorySample struct {
+	at                 time.Duration
+	rss, heap, heapSys int64 // bytes; heap and heapSys 0 before /metrics answers
+}
+
+func (m *managerProcess) sample(at time.Duration) memorySample {
+	s := memorySample{at: at}
+	s.rss, _ = m.rss()
+	if v, err := m.sum("go_memstats_heap_inuse_bytes"); err == nil {
+		s.heap = int64(v)
+		if v, err := m.sum("go_memstats_heap_sys_bytes"); err == nil {
+			s.heapSys = int64(v)
+		}
+	}
+	return s
+}
+
+// startCurve summarizes the samples: the peak resident set, when it was
+// reached and the heap then, and the curve about once a second.
+func startCurve(samples []memorySample) string {
+	if len(samples) == 0 {
+		return "no samples"
+	}
+	peak := samples[0]
+	for _, s := range samples {
+		if s.rss > peak.rss {
+			peak = s
+		}
+	}
+	mb := func(v int64) float64 { return float64(v) / (1 << 20) }
+	var curve []string
+	next := time.Duration(0)
+	for _, s := range samples {
+		if s.at >= next {
+			curve = append(curve, fmt.Sprintf("%.0fs %.0f/%.0f/%.0f", s.at.Seconds(), mb(s.rss), mb(s.heap), mb(s.heapSys)))
+			next = s.at + time.Second
+		}
+	}
+	return fmt.Sprintf("RSS peak %.0f MB at %.1fs (heap in use %.0f MB, heap obtained %.0f MB); RSS/heap in use/heap obtained (MB) over time: %s",
+		mb(peak.rss), peak.at.Seconds(), mb(peak.heap), mb(peak.heapSys), strings.Join(curve, ", "))
 }
 
 // saveHeapProfile saves the manager's heap profile to -fleet-heap-profile
@@ -509,7 +594,7 @@ func (m *managerProcess) sum(metric string, labels ...string) (float64, error) {
 next:
 	for s.Scan() {
 		line := s.Text()
-		if !strings.HasPrefix(line, metric+"{") {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
 			continue
 		}
 		for _, l := range labels {

@@ -11,7 +11,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
@@ -97,18 +99,62 @@ func fillFleet(ctx context.Context, c client.Client, nodes, podsPerNode int) err
 	g.SetLimit(32)
 	for i := range nodes {
 		for j := range podsPerNode {
-			app := fmt.Sprintf("app-%02d", j)
-			pod := testutil.Pod(fleetNamespace, fmt.Sprintf("%s-%04d", app, i), testutil.OnNode(fmt.Sprintf("worker-%04d", i)),
-				testutil.OwnedBy("ReplicaSet", app), testutil.WithPodLabels(map[string]string{"app": app, "pod-template-hash": "5d8f7c9b6"}))
+			pod := replicaSetPod(fmt.Sprintf("app-%02d", j), i)
 			g.Go(func() error {
-				if err := c.Create(gctx, pod); err != nil {
+				status := pod.Status
+				if err := c.Create(gctx, pod, client.FieldOwner("kube-controller-manager")); err != nil {
 					return err
 				}
-				pod.Status.Phase = corev1.PodRunning
-				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-				return c.Status().Update(gctx, pod)
+				pod.Status = status
+				return c.Status().Update(gctx, pod, client.FieldOwner("kwok"))
 			})
 		}
 	}
 	return g.Wait()
+}
+
+// replicaSetPod is a pod as the fleet benchmark's Deployments leave them on
+// a simulated node: the pod template the ReplicaSet controller stamps out
+// (with the API server's defaults, the not-ready and unreachable
+// tolerations), bound to the node, and the status kwok writes, each written
+// under its own field manager so that the managed fields are as large as a
+// real cluster's.
+func replicaSetPod(app string, node int) *corev1.Pod {
+	const hash = "5d8f7c9b6"
+	now := metav1.Now()
+	rs := app + "-" + hash
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: fleetNamespace,
+			Name:      fmt.Sprintf("%s-%05d", rs, node),
+			Labels:    map[string]string{"app": app, "pod-template-hash": hash},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID("3f1c2a4e-0b6d-4c8e-9a57-" + hash + "abc"),
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: *localcluster.Deployment(fleetNamespace, app, 1).Spec.Template.Spec.DeepCopy(),
+		Status: corev1.PodStatus{
+			Phase:     corev1.PodRunning,
+			HostIP:    fmt.Sprintf("10.64.%d.%d", node/250, node%250+2),
+			HostIPs:   []corev1.HostIP{{IP: fmt.Sprintf("10.64.%d.%d", node/250, node%250+2)}},
+			PodIP:     fmt.Sprintf("10.128.%d.%d", node/250, node%250+2),
+			PodIPs:    []corev1.PodIP{{IP: fmt.Sprintf("10.128.%d.%d", node/250, node%250+2)}},
+			QOSClass:  corev1.PodQOSBurstable,
+			StartTime: &now,
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name: app, Image: "registry.k8s.io/pause:3.10", Ready: true,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			}},
+		},
+	}
+	pod.Spec.NodeName = fmt.Sprintf("worker-%04d", node)
+	pod.Spec.Tolerations = []corev1.Toleration{
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+	}
+	for _, t := range []corev1.PodConditionType{corev1.PodInitialized, corev1.PodReady, corev1.ContainersReady, corev1.PodScheduled} {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	return pod
 }

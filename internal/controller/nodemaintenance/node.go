@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -49,7 +50,8 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 			return quorumRetry, true, err
 		}
 	}
-	if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
+	want, _, err := r.patchNode(ctx, node, cordoned)
+	if err != nil {
 		s.nm.Status.LastError = fmt.Sprintf("cordoning node %s: %v", node.Name, err)
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonCordonFailed, s.nm.Status.LastError)
 		return 0, true, fmt.Errorf("cordoning node %s: %w", node.Name, err)
@@ -147,9 +149,23 @@ func cordoned(node *corev1.Node) *corev1.Node {
 // pitstop came stays cordoned (and keeps the standard unschedulable taint,
 // which belongs to the cordon); an Event says why.
 func (r *Reconciler) restoreNode(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) error {
+	if equality.Semantic.DeepEqual(node, restored(node)) {
+		return nil
+	}
+	_, wrote, err := r.patchNode(ctx, node, restored)
+	if err != nil {
+		return fmt.Errorf("restoring node %s: %w", node.Name, err)
+	}
+	if wrote {
+		r.eventRestored(nm, node, node.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] == "true")
+	}
+	return nil
+}
+
+// restored returns the node as it was before maintenance.
+func restored(node *corev1.Node) *corev1.Node {
 	want := node.DeepCopy()
 	before, recorded := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]
-	cordonedBefore := before == "true"
 	delete(want.Annotations, pitstopv1alpha1.AnnotationCordonedBefore)
 	delete(want.Labels, pitstopv1alpha1.LabelExcludeFromRemediation)
 	want.Spec.Taints = withoutTaint(want.Spec.Taints, pitstopv1alpha1.TaintDrain)
@@ -157,18 +173,34 @@ func (r *Reconciler) restoreNode(ctx context.Context, nm *pitstopv1alpha1.NodeMa
 	// Without the record the node was restored already (a reconcile that
 	// restored it and then lost a conflict on the finalizer), or pitstop never
 	// cordoned it: either way the cordon is not pitstop's to lift.
-	if recorded && !cordonedBefore {
+	if recorded && before != "true" {
 		want.Spec.Unschedulable = false
 		want.Spec.Taints = withoutTaint(want.Spec.Taints, corev1.TaintNodeUnschedulable)
 	}
-	if equality.Semantic.DeepEqual(node, want) {
-		return nil
+	return want
+}
+
+// patchNode writes change(node) under an optimistic lock. When the node
+// read from the cache was behind the API server (most often the kubelet's
+// status update), it applies change to the API server's copy and writes
+// that, rather than waiting for a requeue. It returns the node as it now
+// is, and whether it wrote it (the API server's copy may need no change).
+func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, change func(*corev1.Node) *corev1.Node) (*corev1.Node, bool, error) {
+	want := change(node)
+	err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{}))
+	if !apierrors.IsConflict(err) {
+		return want, err == nil, err
 	}
-	if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("restoring node %s: %w", node.Name, err)
+	live := &corev1.Node{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(node), live); err != nil {
+		return nil, false, err
 	}
-	r.eventRestored(nm, node, cordonedBefore)
-	return nil
+	want = change(live)
+	if equality.Semantic.DeepEqual(live, want) {
+		return live, false, nil
+	}
+	err = r.client.Patch(ctx, want, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{}))
+	return want, err == nil, err
 }
 
 func hasTaint(node *corev1.Node, key string) bool {

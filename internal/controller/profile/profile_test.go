@@ -16,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
@@ -538,4 +540,52 @@ func TestFinalizerHoldsANodeInMaintenance(t *testing.T) {
 		}
 		return client.IgnoreNotFound(err)
 	})
+}
+
+// staleNodes reads nodes as they were when it was made, as an informer
+// cache that has not yet seen the latest writes does.
+type staleNodes struct {
+	client.Client
+	nodes map[string]*corev1.Node
+}
+
+func (s staleNodes) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if n, ok := s.nodes[key.Name]; ok {
+		n.DeepCopyInto(obj.(*corev1.Node))
+		return nil
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestStaleCachedNodeIsEvaluatedFromTheAPIServer: when the cached node is
+// behind the API server, the write loses its optimistic lock; the node is
+// evaluated again at once from the API server's copy and written, instead
+// of waiting for a requeue (on a busy fleet the queue is seconds deep, and
+// most conflicts are the node's own status updates).
+func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
+	p := rollingProfile("stale-cache", "stale-cache", 1)
+	testutil.Create(t, env.Client, p)
+	node := testutil.Node("stale-cache-0", testutil.WithLabels(map[string]string{"pool": "stale-cache"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+	testutil.Create(t, env.Client, node)
+	stale := testutil.GetNode(t, env.Client, node.Name)
+	// The kubelet reports in: the API server's node moves on.
+	live := stale.DeepCopy()
+	live.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
+	if err := env.Client.Status().Update(t.Context(), live); err != nil {
+		t.Fatal(err)
+	}
+
+	r := profile.NewBareReconciler(staleNodes{Client: env.Client, nodes: map[string]*corev1.Node{node.Name: stale}}, env.Client)
+	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: node.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := testutil.GetNode(t, env.Client, node.Name)
+	if state := got.Labels[engine.LabelState]; state != string(pitstopv1alpha1.StateMaintenanceRequired) {
+		t.Fatalf("after one reconcile (result %+v) the node's state is %q, want %s: the stale read was not evaluated again", res, state, pitstopv1alpha1.StateMaintenanceRequired)
+	}
+	if len(got.Status.Conditions) != 1 {
+		t.Errorf("the kubelet's status was lost: %+v", got.Status.Conditions)
+	}
 }

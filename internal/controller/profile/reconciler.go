@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,13 +60,31 @@ type Reconciler struct {
 
 // Reconcile evaluates every profile of the node and writes the node once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	node := &corev1.Node{}
-	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.waiters.set(req.Name, nil, time.Time{})
+	for _, reader := range []client.Reader{r.client, r.apiReader} {
+		node := &corev1.Node{}
+		if err := reader.Get(ctx, req.NamespacedName, node); err != nil {
+			if apierrors.IsNotFound(err) {
+				r.waiters.set(req.Name, nil, time.Time{})
+			}
+			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		res, err := r.reconcileNode(ctx, node)
+		if !errors.Is(err, errStale) {
+			return res, err
+		}
+		// The cached node was behind the API server (a write of pitstop's
+		// own not yet seen, or the kubelet's status): evaluate the API
+		// server's copy at once rather than from the back of the queue.
 	}
+	return ctrl.Result{RequeueAfter: conflictRetry}, nil
+}
+
+// errStale says the node changed since it was read; nothing was written.
+var errStale = errors.New("the node changed since it was read")
+
+// reconcileNode evaluates every profile of the node and writes the node
+// once, unless it changed since it was read (errStale).
+func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl.Result, error) {
 	record, err := engine.ReadRecord(node)
 	if err != nil {
 		// Never reset a record pitstop cannot read: the node may be in
@@ -133,7 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !equality.Semantic.DeepEqual(node, want) {
 		if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+				return ctrl.Result{}, errStale
 			}
 			return ctrl.Result{}, fmt.Errorf("writing node %s: %w", node.Name, err)
 		}
@@ -154,7 +174,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 		}
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	res := ctrl.Result{RequeueAfter: requeue}
+	if record.HeldBy() != "" {
+		res.Priority = ptr.To(pipelinePriority) // its slots wait for it
+	}
+	return res, nil
 }
 
 // writeRecord puts the record and the state label on the node; a node no

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -81,10 +82,12 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		// A profile's spec changes every node's evaluation; its status
 		// (written on every state change) changes none.
 		Watches(&pitstopv1alpha1.MaintenanceProfile{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.waiters.wake, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(r.waiters.wake, handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			addFirst(q, e.Object.GetName())
+		}})).
 		Watches(&corev1.Node{}, handler.Funcs{UpdateFunc: r.wakeOnLeave}).
 		Watches(&coordinationv1.Lease{}, handler.Funcs{UpdateFunc: r.wakeOnSlotFreed, DeleteFunc: r.wakeOnSlotDeleted}).
-		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(nodeOfMaintenance)).
+		Watches(&pitstopv1alpha1.NodeMaintenance{}, firstFromMapFunc(nodeOfMaintenance)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 	if err != nil {
@@ -138,6 +141,48 @@ func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
 	}
 	return reqs
+}
+
+// pipelinePriority puts the nodes that hold budget slots, or are woken to
+// take one, ahead of the rest in the queue: the nodes draining, in
+// maintenance and leaving it, and the waiters a freed slot wakes. A wave of
+// new requests (every node of the fleet annotated at once) then does not
+// hold up the nodes already under way, whose slots the budget waits for.
+// Their number is bounded by the budgets.
+const pipelinePriority = 10
+
+// addFirst queues the node's evaluation ahead of the nodes that are not
+// under way (a plain Add when the queue has no priorities).
+func addFirst(q workqueue.TypedRateLimitingInterface[reconcile.Request], node string) {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: node}}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(pipelinePriority)}, req)
+		return
+	}
+	q.Add(req)
+}
+
+// firstFromMapFunc is handler.EnqueueRequestsFromMapFunc with addFirst.
+func firstFromMapFunc(fn handler.MapFunc) handler.EventHandler {
+	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range fn(ctx, o) {
+			addFirst(q, req.Name)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+	}
 }
 
 func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
@@ -266,7 +311,7 @@ func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workq
 	}
 	wake := func(key string) {
 		for _, n := range r.waiters.oldest(key, newNode.Name) {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+			addFirst(q, n)
 		}
 	}
 	for name, was := range before.Profiles {

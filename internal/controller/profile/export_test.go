@@ -1,0 +1,26 @@
+package profile
+
+import (
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// NewBareReconciler is a node Reconciler outside a manager, for tests that
+// call Reconcile themselves: nodes are read through c first and apiReader
+// on a conflict. Its profiles may not use budgets or notifications.
+func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
+	return &Reconciler{
+		client:    c,
+		apiReader: apiReader,
+		recorder:  events.NewFakeRecorder(100),
+		clock:     clock.RealClock{},
+		profiles:  newRegistry(check.Deps{}),
+		records:   newRecordCache(),
+		waiters:   newWaiters(),
+		decisions: map[string]map[string]engine.Decision{},
+	}
+}
