@@ -1,10 +1,13 @@
 package profile
 
 import (
+	"time"
+
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
@@ -24,3 +27,6 @@ func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 		decisions: map[string]map[string]engine.Decision{},
 	}
 }
+
+// SlotStale is the staleness rule of maxMaintenance slots at now.
+func (r *Reconciler) SlotStale(now time.Time) budget.Stale { return r.notInMaintenance(now) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -587,5 +588,60 @@ func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
 	}
 	if len(got.Status.Conditions) != 1 {
 		t.Errorf("the kubelet's status was lost: %+v", got.Status.Conditions)
+	}
+}
+
+// countingReader counts the reads that reach the API server.
+type countingReader struct {
+	client.Reader
+	reads *atomic.Int32
+}
+
+func (c countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.reads.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// TestSlotStalenessAsksTheAPIServerOnlyWhenTheCacheCannotTell: a slot
+// whose holder the cache shows in maintenance is in use, without a request
+// (the sweep and every lost admission race look at all of a budget's
+// holders); a holder the cache shows out of maintenance, or gone, is
+// confirmed with the API server, and a cache that lags behind the node's
+// move into maintenance does not free its slot.
+func TestSlotStalenessAsksTheAPIServerOnlyWhenTheCacheCannotTell(t *testing.T) {
+	record := func(state pitstopv1alpha1.MaintenanceState) string {
+		r := engine.Record{Profiles: map[string]engine.ProfileRecord{"p": {Current: state}}}
+		return r.Encode()
+	}
+	node := func(name string, state pitstopv1alpha1.MaintenanceState) *corev1.Node {
+		return testutil.Node(name, func(n *corev1.Node) { n.Annotations = map[string]string{engine.AnnotationData: record(state)} })
+	}
+	in, out := node("slot-in", pitstopv1alpha1.StateInMaintenance), node("slot-out", pitstopv1alpha1.StateOperational)
+	testutil.Create(t, env.Client, in, out)
+	lagging := out.DeepCopy() // the cache has not seen slot-late's move in
+	lagging.Name = "slot-late"
+	testutil.Create(t, env.Client, node("slot-late", pitstopv1alpha1.StateInMaintenance))
+
+	reads := &atomic.Int32{}
+	cache := staleNodes{Client: env.Client, nodes: map[string]*corev1.Node{"slot-late": lagging}}
+	stale := profile.NewBareReconciler(cache, countingReader{Reader: env.Client, reads: reads}).SlotStale(time.Now())
+	lease := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}}}
+	for _, tc := range []struct {
+		holder    string
+		stale     bool
+		apiServer bool
+	}{
+		{"slot-in", false, false},
+		{"slot-out", true, true},
+		{"slot-gone", true, true},
+		{"slot-late", false, true},
+	} {
+		reads.Store(0)
+		if got := stale(tc.holder, lease); got != tc.stale {
+			t.Errorf("holder %s: stale %v, want %v", tc.holder, got, tc.stale)
+		}
+		if asked := reads.Load() > 0; asked != tc.apiServer {
+			t.Errorf("holder %s: asked the API server %v (%d reads), want %v", tc.holder, asked, reads.Load(), tc.apiServer)
+		}
 	}
 }

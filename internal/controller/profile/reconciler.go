@@ -409,26 +409,35 @@ func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, 
 
 // notInMaintenance says a maxMaintenance slot is stale when its holder is
 // no longer in maintenance for any profile (or is gone), once a grace has
-// passed for a transition still being written.
+// passed for a transition still being written. The cache rules out most
+// holders without a request (they are in maintenance); what it cannot rule
+// out is confirmed with the API server, since a lagging cache may miss a
+// node's move into maintenance or its drain's NodeMaintenance.
 func (r *Reconciler) notInMaintenance(now time.Time) budget.Stale {
 	return func(holder string, l *coordinationv1.Lease) bool {
 		if l.Spec.AcquireTime != nil && now.Sub(l.Spec.AcquireTime.Time) < slotGrace {
 			return false
 		}
-		n := &corev1.Node{}
-		if err := r.apiReader.Get(context.Background(), client.ObjectKey{Name: holder}, n); err != nil {
-			return apierrors.IsNotFound(err)
-		}
-		rec, err := engine.ReadRecord(n)
-		if err != nil || rec.HeldBy() != "" {
-			return false
-		}
-		// A node whose drain is under way is entering maintenance: its
-		// transition waits for the drain, holding the slot.
-		nm := &pitstopv1alpha1.NodeMaintenance{}
-		err = r.apiReader.Get(context.Background(), client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
-		return apierrors.IsNotFound(err)
+		return !needsSlot(r.client, holder) && !needsSlot(r.apiReader, holder)
 	}
+}
+
+// needsSlot says the holder's node may still need its slot, as reader
+// sees it: the node is in maintenance for some profile, its record cannot
+// be read, or the NodeMaintenance of its drain exists (its transition into
+// maintenance waits for the drain). An error reading counts as needing it.
+func needsSlot(reader client.Reader, holder string) bool {
+	n := &corev1.Node{}
+	if err := reader.Get(context.Background(), client.ObjectKey{Name: holder}, n); err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	rec, err := engine.ReadRecord(n)
+	if err != nil || rec.HeldBy() != "" {
+		return true
+	}
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	err = reader.Get(context.Background(), client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
+	return !apierrors.IsNotFound(err)
 }
 
 // sweepSlots gives back maxMaintenance slots whose holder is out of
