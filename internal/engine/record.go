@@ -93,7 +93,7 @@ func (r *Record) Sync(profiles []string, now time.Time) {
 			r.Profiles[p] = ProfileRecord{
 				Current:  pitstopv1alpha1.StateOperational,
 				Previous: pitstopv1alpha1.StateOperational,
-				Since:    metav1.Time{Time: now},
+				Since:    stamp(now),
 			}
 		}
 	}
@@ -122,7 +122,19 @@ func (r Record) HeldBy() string {
 // Move records a transition of profile to next at now.
 func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now time.Time) {
 	pr := r.Profiles[profile]
-	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: metav1.Time{Time: now}}
+	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: stamp(now)}
+}
+
+// stamp is when a state was entered as the record keeps it: to the second
+// (the annotation's format), rounded up, so that time-based checks (wait,
+// waitExclude) never count the part of a second before the node entered
+// the state, whether they read the record before or after it was written.
+func stamp(now time.Time) metav1.Time {
+	t := now.Truncate(time.Second)
+	if t.Before(now) {
+		t = t.Add(time.Second)
+	}
+	return metav1.Time{Time: t}
 }
 
 // Fail records a failed attempt at leaving the profile's state, to be

@@ -95,3 +95,29 @@ func TestSelects(t *testing.T) {
 		}
 	}
 }
+
+// TestSinceIsRoundedUpToTheSecond: the record keeps when a state was
+// entered to the second; the fraction is rounded up, so a 20 s wait that
+// starts at 10:00:00.6 ends at 10:00:21, not at 10:00:20 as a truncated
+// time read back from the annotation would say.
+func TestSinceIsRoundedUpToTheSecond(t *testing.T) {
+	entered := time.Date(2026, 11, 22, 10, 0, 0, 600_000_000, time.UTC)
+	r := Record{Profiles: map[string]ProfileRecord{}}
+	r.Sync([]string{"os"}, entered)
+	r.Move("os", required, entered)
+	want := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
+		t.Fatalf("since %s in memory, want %s", got, want)
+	}
+	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationData: r.Encode()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Profiles["os"].Since.Time; !got.Equal(want) {
+		t.Fatalf("since %s read back, want %s", got, want)
+	}
+	r.Move("os", inMaint, want) // a whole second stays as it is
+	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
+		t.Fatalf("since %s for a whole second, want %s", got, want)
+	}
+}
