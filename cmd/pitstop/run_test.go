@@ -121,6 +121,9 @@ func TestRunServesProbesAndMetricsAndLogsJSON(t *testing.T) {
 			t.Errorf("/metrics lacks %s", metric)
 		}
 	}
+	if strings.Contains(body, "pitstop_machinehealthcheck_") {
+		t.Error("/metrics has the MachineHealthCheck metric without --machine-api")
+	}
 
 	if code := p.signal(syscall.SIGTERM, 15*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM, want 0", code)

@@ -268,7 +268,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-timeout:
-			res.phases = fleetPhases(timelines, admissions, exits, budget)
+			res.phases = fleetPhases(start, timelines, admissions, exits, budget)
 			return res, fmt.Errorf("%d of %d nodes maintained before the timeout; %s", len(done), nodes, phaseSummary(res.phases))
 		case <-progress.C:
 			// Live on stderr: a benchmark's log is only printed when it ends.
@@ -344,7 +344,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		return res, err
 	}
 	res.drain = spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })
-	res.phases = fleetPhases(timelines, admissions, exits, budget)
+	res.phases = fleetPhases(start, timelines, admissions, exits, budget)
 	rounds := (nodes + budget - 1) / budget
 	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
 	return res, nil
@@ -352,14 +352,18 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 
 // fleetPhases are the medians of the steps of the nodes' maintenance, as
 // far as the timelines go.
-func fleetPhases(timelines map[string]*timeline, admissions, exits []time.Time, budget int) []phase {
-	phases := []phase{
+func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, exits []time.Time, budget int) []phase {
+	var phases []phase
+	if len(admissions) > 0 {
+		phases = append(phases, phase{"start (all nodes annotated at once) → first NodeMaintenance created", admissions[0].Sub(start)})
+	}
+	phases = append(phases, []phase{
 		{"NodeMaintenance created → Drained", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })},
 		{"drained → in-maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered })},
 		{"in-maintenance → NodeMaintenance deleted", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting })},
 		{"deleted → NodeMaintenance gone (node restored)", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone })},
 		{"gone → node out of maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.gone, t.left })},
-	}
+	}...)
 	// The k-th admission after the first budget ones took the slot the
 	// (k-budget)-th exit freed.
 	var refills []time.Duration

@@ -2,7 +2,6 @@ package healthcheck
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Values of the result label of remediations.
@@ -22,7 +21,6 @@ var remediations = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"result"})
 
 func init() {
-	metrics.Registry.MustRegister(remediations)
 	// Every result is present from the start, at 0, so that rate() and
 	// increase() see the first one.
 	for _, r := range []string{resultDeleted, resultFailed, resultSkipped, resultRestricted} {

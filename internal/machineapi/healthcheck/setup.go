@@ -26,6 +26,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
+	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 )
 
 // controllerName names the controller in logs, metrics and Events.
@@ -44,6 +45,11 @@ type Options struct {
 
 // Setup registers the MachineHealthCheck controller with the manager.
 func Setup(mgr ctrl.Manager, opts Options) error {
+	// Registered by the controller, so that a manager without the Machine
+	// API does not export it.
+	if err := pitstopmetrics.Replace(remediations); err != nil {
+		return err
+	}
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
