@@ -220,17 +220,30 @@ func (r Record) MostSevere() pitstopv1alpha1.MaintenanceState {
 // nodeSelector, or through the maintenance-controller's profile label. A
 // profile with neither a selector nor the label on the node does not apply.
 func Selects(p *pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) (bool, error) {
-	for _, name := range strings.Split(node.Labels[LabelSeedProfile], "--") {
-		if name == p.Name {
-			return true, nil
+	selects, err := Selector(p)
+	if err != nil {
+		return false, err
+	}
+	return selects(node), nil
+}
+
+// Selector is Selects for one profile with its nodeSelector parsed once,
+// for asking about many nodes.
+func Selector(p *pitstopv1alpha1.MaintenanceProfile) (func(*corev1.Node) bool, error) {
+	var sel labels.Selector
+	if p.Spec.NodeSelector != nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err != nil {
+			return nil, fmt.Errorf("MaintenanceProfile %s: spec.nodeSelector: %w", p.Name, err)
 		}
 	}
-	if p.Spec.NodeSelector == nil {
-		return false, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
-	if err != nil {
-		return false, fmt.Errorf("MaintenanceProfile %s: spec.nodeSelector: %w", p.Name, err)
-	}
-	return sel.Matches(labels.Set(node.Labels)), nil
+	name := p.Name
+	return func(node *corev1.Node) bool {
+		for n := range strings.SplitSeq(node.Labels[LabelSeedProfile], "--") {
+			if n == name {
+				return true
+			}
+		}
+		return sel != nil && sel.Matches(labels.Set(node.Labels))
+	}, nil
 }

@@ -23,6 +23,21 @@ type clusterView struct {
 	records  *recordCache
 	nodes    []corev1.Node
 	loaded   bool
+	// selectors are the profiles' node selectors, parsed once per view.
+	selectors map[string]func(*corev1.Node) bool
+}
+
+// selects says whether the profile applies to the node.
+func (v *clusterView) selects(p *pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) bool {
+	f, ok := v.selectors[p.Name]
+	if !ok {
+		f, _ = engine.Selector(p) // nil for a selector that does not parse: selects nothing
+		if v.selectors == nil {
+			v.selectors = map[string]func(*corev1.Node) bool{}
+		}
+		v.selectors[p.Name] = f
+	}
+	return f != nil && f(node)
 }
 
 func (v *clusterView) load() {
@@ -105,7 +120,7 @@ func (v *clusterView) ProfileNodes(profile string) []*corev1.Node {
 		if p == nil {
 			break
 		}
-		if ok, _ := engine.Selects(p, &v.nodes[i]); ok {
+		if v.selects(p, &v.nodes[i]) {
 			out = append(out, &v.nodes[i])
 		}
 	}

@@ -153,7 +153,7 @@ func syncedRecord(view *clusterView, node *corev1.Node, now time.Time) (engine.R
 	record := engine.Record{Profiles: maps.Clone(cached.Profiles)}
 	var selected []string
 	for i := range view.profiles {
-		if ok, err := engine.Selects(&view.profiles[i], node); err == nil && ok {
+		if view.selects(&view.profiles[i], node) {
 			selected = append(selected, view.profiles[i].Name)
 		}
 	}

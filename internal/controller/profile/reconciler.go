@@ -106,6 +106,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	var releases, waitKeys []string
 	var afterWrite []func()
 	var waitingSince time.Time
+	moved := false
 	names := make([]string, 0, len(record.Profiles))
 	for name := range record.Profiles {
 		names = append(names, name)
@@ -130,6 +131,9 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 		}
 		if leaving {
 			releases = append(releases, name)
+		}
+		if record.Profiles[name].Current != before {
+			moved = true
 		}
 		// Notifications of a state just entered wait for the next
 		// evaluation (a moment later), which says what blocks the node in
@@ -174,9 +178,12 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 			}
 		}
 	}
-	res := ctrl.Result{RequeueAfter: requeue}
-	if record.HeldBy() != "" {
+	res := ctrl.Result{RequeueAfter: requeue, Priority: ptr.To(0)}
+	switch {
+	case record.HeldBy() != "":
 		res.Priority = ptr.To(pipelinePriority) // its slots wait for it
+	case moved:
+		res.Priority = ptr.To(followUpPriority)
 	}
 	return res, nil
 }

@@ -143,13 +143,20 @@ func (r *Reconciler) allNodes(ctx context.Context, _ client.Object) []reconcile.
 	return reqs
 }
 
-// pipelinePriority puts the nodes that hold budget slots, or are woken to
-// take one, ahead of the rest in the queue: the nodes draining, in
-// maintenance and leaving it, and the waiters a freed slot wakes. A wave of
-// new requests (every node of the fleet annotated at once) then does not
-// hold up the nodes already under way, whose slots the budget waits for.
-// Their number is bounded by the budgets.
-const pipelinePriority = 10
+// Priorities in the node queue. pipelinePriority puts the nodes that hold
+// budget slots, or are woken to take one, ahead of the rest: the nodes
+// draining, in maintenance and leaving it, and the waiters a freed slot
+// wakes; their number is bounded by the budgets. followUpPriority is the
+// next evaluation of a node that just changed state (its next transition
+// may be due at once: a node just marked maintenance-required takes a free
+// slot). Everything else — new requests, rechecks of waiting nodes — comes
+// after both. When every node of a large fleet is asked for maintenance at
+// once, the wave of new requests then neither holds up the nodes under way
+// nor keeps free slots from being taken.
+const (
+	pipelinePriority = 10
+	followUpPriority = 5
+)
 
 // addFirst queues the node's evaluation ahead of the nodes that are not
 // under way (a plain Add when the queue has no priorities).
