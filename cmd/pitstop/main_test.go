@@ -176,6 +176,7 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"lease namespace not a DNS label", []string{"run", "--leader-election-namespace=Kube_System"}, []string{"--leader-election-namespace", `"Kube_System"`}},
 		{"lease name not a DNS name", []string{"run", "--leader-election-id=my lease"}, []string{"--leader-election-id", `"my lease"`}},
 		{"renew deadline past the lease", []string{"run", "--leader-election-renew-deadline=20s"}, []string{"--leader-election-renew-deadline", `"20s"`, "lease-duration"}},
+		{"no profile workers", []string{"run", "--profile-concurrency=0"}, []string{"--profile-concurrency", `"0"`, "at least 1"}},
 		{"zero retry period", []string{"run", "--leader-election-retry-period=0s"}, []string{"--leader-election-retry-period", `"0s"`}},
 		{"not a duration", []string{"run", "--graceful-shutdown-timeout=soon"}, []string{"--graceful-shutdown-timeout", `"soon"`}},
 		{"not a bool", []string{"run", "--leader-elect=maybe"}, []string{"--leader-elect", `"maybe"`}},

@@ -44,6 +44,7 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringVar(&o.DashboardAddr, "dashboard-addr", o.DashboardAddr, "address of the read-only dashboard and its JSON API (every replica serves it), or 0 to turn it off")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
 	fs.IntVar(&o.NodeMaintenance.MaxConcurrentReconciles, "node-maintenance-concurrency", o.NodeMaintenance.MaxConcurrentReconciles, "how many NodeMaintenances are worked on at once")
+	fs.IntVar(&o.ProfileConcurrency, "profile-concurrency", o.ProfileConcurrency, "how many nodes the MaintenanceProfile engine evaluates at once")
 	fs.IntVar(&o.NodeMaintenance.EvictionConcurrency, "eviction-concurrency", o.NodeMaintenance.EvictionConcurrency, "how many evictions of one node's pods are in flight at once")
 	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "Slack Web API base URL for slackThread notifications (default Slack's own; https://slack-gov.com/api/ for GovSlack)")
 	fs.BoolVar(&o.MachineAPI, "machine-api", o.MachineAPI, "run the Machine API controllers (Machine, MachineSet, nodelink, MachineHealthCheck) for machine.openshift.io/v1beta1 objects; their CRDs must be installed (config/crd/machineapi)")

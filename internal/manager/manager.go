@@ -65,6 +65,10 @@ type Options struct {
 	// NodeMaintenance tunes the NodeMaintenance controller.
 	NodeMaintenance nodemaintenance.Options
 
+	// ProfileConcurrency is how many nodes the profile engine evaluates at
+	// once.
+	ProfileConcurrency int
+
 	// SlackAPIURL is the Slack Web API that slackThread notifications
 	// call (Slack's own unless set, e.g. https://slack-gov.com/api/).
 	SlackAPIURL string
@@ -104,6 +108,7 @@ func DefaultOptions() Options {
 		GracefulShutdownTimeout: 30 * time.Second,
 		Webhook:                 DefaultWebhookOptions(),
 		NodeMaintenance:         nodemaintenance.DefaultOptions(),
+		ProfileConcurrency:      10,
 	}
 }
 
@@ -167,6 +172,9 @@ func (o Options) Validate() error {
 	}
 	if o.NodeMaintenance.MaxConcurrentReconciles < 1 {
 		return &FlagError{"node-maintenance-concurrency", strconv.Itoa(o.NodeMaintenance.MaxConcurrentReconciles), "must be at least 1"}
+	}
+	if o.ProfileConcurrency < 1 {
+		return &FlagError{"profile-concurrency", strconv.Itoa(o.ProfileConcurrency), "must be at least 1"}
 	}
 	if o.NodeMaintenance.EvictionConcurrency < 1 {
 		return &FlagError{"eviction-concurrency", strconv.Itoa(o.NodeMaintenance.EvictionConcurrency), "must be at least 1"}
@@ -277,7 +285,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
 	if _, err := profile.Setup(mgr, profile.Options{
-		MaxConcurrentReconciles: opts.NodeMaintenance.MaxConcurrentReconciles, LeaseNamespace: opts.LeaderElectionNamespace,
+		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
 		SlackAPIURL: slackAPIURL(opts.SlackAPIURL),
 	}); err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
