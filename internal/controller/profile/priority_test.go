@@ -2,6 +2,7 @@ package profile
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,5 +33,37 @@ func TestNodesUnderWayGoFirst(t *testing.T) {
 	}
 	if req, _, _ := q.GetWithPriority(); req.Name != "waiting-0" {
 		t.Fatalf("then %s, want waiting-0", req.Name)
+	}
+}
+
+// TestOnlyADrainsStepsWakeItsNode: the drain's progress (the Ready
+// condition's message, about once a second) does not evaluate the node
+// again; a change of step, its end or its deletion does.
+func TestOnlyADrainsStepsWakeItsNode(t *testing.T) {
+	nm := func(status metav1.ConditionStatus, reason, message string, deleting bool) *pitstopv1alpha1.NodeMaintenance {
+		o := &pitstopv1alpha1.NodeMaintenance{}
+		if status != "" {
+			o.Status.Conditions = []metav1.Condition{{Type: pitstopv1alpha1.ConditionReady, Status: status, Reason: reason, Message: message}}
+		}
+		if deleting {
+			o.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		return o
+	}
+	draining := nm(metav1.ConditionFalse, "Draining", "10 of 30 pods evicted", false)
+	for _, tc := range []struct {
+		name string
+		new  *pitstopv1alpha1.NodeMaintenance
+		want bool
+	}{
+		{"progress", nm(metav1.ConditionFalse, "Draining", "20 of 30 pods evicted", false), false},
+		{"drained", nm(metav1.ConditionTrue, "Drained", "", false), true},
+		{"another step", nm(metav1.ConditionFalse, "WaitingForBudget", "", false), true},
+		{"deleted", nm(metav1.ConditionFalse, "Draining", "10 of 30 pods evicted", true), true},
+		{"condition gone", nm("", "", "", false), true},
+	} {
+		if got := maintenanceStepChanged(draining, tc.new); got != tc.want {
+			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -87,7 +87,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		}})).
 		Watches(&corev1.Node{}, handler.Funcs{UpdateFunc: r.wakeOnLeave}).
 		Watches(&coordinationv1.Lease{}, handler.Funcs{UpdateFunc: r.wakeOnSlotFreed, DeleteFunc: r.wakeOnSlotDeleted}).
-		Watches(&pitstopv1alpha1.NodeMaintenance{}, firstFromMapFunc(nodeOfMaintenance)).
+		Watches(&pitstopv1alpha1.NodeMaintenance{}, firstFromMapFunc(nodeOfMaintenance), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return maintenanceStepChanged(e.ObjectOld.(*pitstopv1alpha1.NodeMaintenance), e.ObjectNew.(*pitstopv1alpha1.NodeMaintenance))
+		}})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
 	if err != nil {
@@ -190,6 +192,24 @@ func firstFromMapFunc(fn handler.MapFunc) handler.EventHandler {
 			add(ctx, e.Object, q)
 		},
 	}
+}
+
+// maintenanceStepChanged says a NodeMaintenance's change matters to the
+// profile engine: its Ready condition changed status or reason (the drain
+// is done, or failed, or moved to another step), or its deletion started.
+// The progress a drain reports about once a second does not: on a fleet
+// draining a hundred nodes at once it would evaluate each of them every
+// second, for nothing.
+func maintenanceStepChanged(old, new *pitstopv1alpha1.NodeMaintenance) bool {
+	if old.DeletionTimestamp.IsZero() != new.DeletionTimestamp.IsZero() {
+		return true
+	}
+	o := meta.FindStatusCondition(old.Status.Conditions, pitstopv1alpha1.ConditionReady)
+	n := meta.FindStatusCondition(new.Status.Conditions, pitstopv1alpha1.ConditionReady)
+	if o == nil || n == nil {
+		return o != n
+	}
+	return o.Status != n.Status || o.Reason != n.Reason
 }
 
 func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
