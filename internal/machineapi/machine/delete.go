@@ -234,11 +234,30 @@ func maintenanceName(node string) string {
 // takeControlPlaneTurn takes the one control-plane drain slot for node, or
 // reports that another control-plane node holds it. The slot is a Lease
 // taken with optimistic concurrency, so two Machines deleted at once, on
-// two replicas even, never both drain. A holder whose node is gone has
-// finished (or was removed by hand) and gives up its turn.
+// two replicas even, never both drain. A holder's turn ends once its node
+// is gone and its drain's NodeMaintenance is being removed (or is gone, or
+// its Machine is): the node is deleted a moment before the
+// NodeMaintenance, and the next drain must not start in between.
 func (r *Reconciler) takeControlPlaneTurn(ctx context.Context, node *corev1.Node, now metav1.Time) (bool, error) {
 	stale := func(holder string, _ *coordinationv1.Lease) bool {
-		err := r.reader.Get(ctx, client.ObjectKey{Name: holder}, &corev1.Node{})
+		if err := r.reader.Get(ctx, client.ObjectKey{Name: holder}, &corev1.Node{}); !apierrors.IsNotFound(err) {
+			return false
+		}
+		nm := &pitstopv1alpha1.NodeMaintenance{}
+		err := r.reader.Get(ctx, client.ObjectKey{Name: maintenanceName(holder)}, nm)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true
+		case err != nil:
+			return false
+		case !nm.DeletionTimestamp.IsZero():
+			return true
+		}
+		ns, name, ok := strings.Cut(nm.Annotations[AnnotationMachine], "/")
+		if !ok {
+			return true // not a Machine's drain
+		}
+		err = r.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &machinev1beta1.Machine{})
 		return apierrors.IsNotFound(err)
 	}
 	_, got, err := r.slots.Acquire(ctx, controlPlaneDrain, 1, node.Name, now.Time, stale)
