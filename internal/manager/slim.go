@@ -102,22 +102,22 @@ func (s *podSlimmer) slim(obj any) (any, error) {
 // shared returns the kept copies equal to labels and owners, keeping these
 // if there are none yet.
 func (s *podSlimmer) shared(labels map[string]string, owners []metav1.OwnerReference) (map[string]string, []metav1.OwnerReference) {
-	var lk, ok strings.Builder
+	var labelKey, ownerKey strings.Builder
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		lk.WriteString(k)
-		lk.WriteByte(0)
-		lk.WriteString(labels[k])
-		lk.WriteByte(0)
+		labelKey.WriteString(k)
+		labelKey.WriteByte(0)
+		labelKey.WriteString(labels[k])
+		labelKey.WriteByte(0)
 	}
 	for _, o := range owners {
 		for _, f := range []string{o.APIVersion, o.Kind, o.Name, string(o.UID), boolKey(o.Controller), boolKey(o.BlockOwnerDeletion)} {
-			ok.WriteString(f)
-			ok.WriteByte(0)
+			ownerKey.WriteString(f)
+			ownerKey.WriteByte(0)
 		}
 	}
 	s.mu.Lock()
@@ -127,17 +127,17 @@ func (s *podSlimmer) shared(labels map[string]string, owners []metav1.OwnerRefer
 		clear(s.owners)
 	}
 	if labels != nil {
-		if kept, found := s.labels[lk.String()]; found {
+		if kept, found := s.labels[labelKey.String()]; found {
 			labels = kept
 		} else {
-			s.labels[lk.String()] = labels
+			s.labels[labelKey.String()] = labels
 		}
 	}
 	if owners != nil {
-		if kept, found := s.owners[ok.String()]; found {
+		if kept, found := s.owners[ownerKey.String()]; found {
 			owners = kept
 		} else {
-			s.owners[ok.String()] = owners
+			s.owners[ownerKey.String()] = owners
 		}
 	}
 	return labels, owners

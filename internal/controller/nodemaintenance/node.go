@@ -149,9 +149,6 @@ func cordoned(node *corev1.Node) *corev1.Node {
 // pitstop came stays cordoned (and keeps the standard unschedulable taint,
 // which belongs to the cordon); an Event says why.
 func (r *Reconciler) restoreNode(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) error {
-	if equality.Semantic.DeepEqual(node, restored(node)) {
-		return nil
-	}
 	_, wrote, err := r.patchNode(ctx, node, restored)
 	if err != nil {
 		return fmt.Errorf("restoring node %s: %w", node.Name, err)
@@ -180,13 +177,16 @@ func restored(node *corev1.Node) *corev1.Node {
 	return want
 }
 
-// patchNode writes change(node) under an optimistic lock. When the node
-// read from the cache was behind the API server (most often the kubelet's
-// status update), it applies change to the API server's copy and writes
-// that, rather than waiting for a requeue. It returns the node as it now
-// is, and whether it wrote it (the API server's copy may need no change).
+// patchNode writes change(node) under an optimistic lock, if it changes
+// anything. When the node read from the cache was behind the API server
+// (most often the kubelet's status update), it applies change to the API
+// server's copy and writes that, rather than waiting for a requeue. It
+// returns the node as it now is, and whether it wrote it.
 func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, change func(*corev1.Node) *corev1.Node) (*corev1.Node, bool, error) {
 	want := change(node)
+	if equality.Semantic.DeepEqual(node, want) {
+		return node, false, nil
+	}
 	err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{}))
 	if !apierrors.IsConflict(err) {
 		return want, err == nil, err

@@ -253,11 +253,11 @@ func (r *Reconciler) takeControlPlaneTurn(ctx context.Context, node *corev1.Node
 		case !nm.DeletionTimestamp.IsZero():
 			return true
 		}
-		ns, name, ok := strings.Cut(nm.Annotations[AnnotationMachine], "/")
+		m, ok := machineOf(nm)
 		if !ok {
 			return true // not a Machine's drain
 		}
-		err = r.reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &machinev1beta1.Machine{})
+		err = r.reader.Get(ctx, m, &machinev1beta1.Machine{})
 		return apierrors.IsNotFound(err)
 	}
 	_, got, err := r.slots.Acquire(ctx, controlPlaneDrain, 1, node.Name, now.Time, stale)

@@ -81,11 +81,17 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 // machineOfMaintenance maps a NodeMaintenance made for a Machine's drain
 // back to the Machine.
 func machineOfMaintenance(_ context.Context, obj client.Object) []reconcile.Request {
-	ns, name, ok := strings.Cut(obj.GetAnnotations()[AnnotationMachine], "/")
+	m, ok := machineOf(obj)
 	if !ok {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	return []reconcile.Request{{NamespacedName: m}}
+}
+
+// machineOf names the Machine whose drain a NodeMaintenance is, if it is one.
+func machineOf(nm client.Object) (types.NamespacedName, bool) {
+	ns, name, ok := strings.Cut(nm.GetAnnotations()[AnnotationMachine], "/")
+	return types.NamespacedName{Namespace: ns, Name: name}, ok
 }
 
 // machineOfNode maps a Node to its Machine, by the annotation nodelink sets
