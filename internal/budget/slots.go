@@ -14,7 +14,9 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -63,6 +65,53 @@ type Slots struct {
 	Cache client.Reader
 	// Namespace holds the Leases (the manager's own).
 	Namespace string
+
+	// taken remembers the slot this process last gave each node in each
+	// budget (by takenKey), for cacheLag or until it is released: while
+	// the cache does not show it, Acquire and Release ask the API server.
+	mu    sync.Mutex
+	taken map[string]takenSlot
+}
+
+type takenSlot struct {
+	name string
+	at   time.Time
+}
+
+// cacheLag bounds how long a slot this process took may be missing from
+// its cache.
+const cacheLag = time.Minute
+
+func takenKey(key Key, node string) string { return key.id() + "/" + node }
+
+// recentSlot is the slot this process gave node within cacheLag, if any.
+func (s *Slots) recentSlot(key Key, node string, now time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.taken[takenKey(key, node)]
+	if !ok || now.Sub(t.at) >= cacheLag || t.at.Sub(now) >= cacheLag {
+		return ""
+	}
+	return t.name
+}
+
+// remember records the slot given to node; an empty name forgets it.
+func (s *Slots) remember(key Key, node, name string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if name == "" {
+		delete(s.taken, takenKey(key, node))
+		return
+	}
+	if s.taken == nil {
+		s.taken = map[string]takenSlot{}
+	}
+	for k, t := range s.taken { // bounded: entries older than cacheLag go
+		if now.Sub(t.at) >= cacheLag {
+			delete(s.taken, k)
+		}
+	}
+	s.taken[takenKey(key, node)] = takenSlot{name: name, at: now}
 }
 
 // NewSlots returns the slots of budgets in namespace, read live from the
@@ -104,7 +153,7 @@ func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, ex
 		return false
 	}
 	list := &coordinationv1.LeaseList{}
-	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+	if err := s.cached(ctx, key, list); err != nil {
 		return false
 	}
 	held := 0
@@ -122,6 +171,12 @@ func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, ex
 	return held >= max
 }
 
+// cached lists the budget's slots from the cache, the cache's own objects:
+// read them, never change them.
+func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseList) error {
+	return s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}, client.UnsafeDisableDeepCopy)
+}
+
 // KeyOf returns the budget a slot Lease belongs to, and whether it is one.
 func KeyOf(lease *coordinationv1.Lease) (Key, bool) {
 	if _, ok := lease.Labels[LabelBudget]; !ok {
@@ -131,12 +186,22 @@ func KeyOf(lease *coordinationv1.Lease) (Key, bool) {
 }
 
 func isSlot(key Key, max int, name string) bool {
-	for i := range max {
-		if name == slotName(key, i) {
-			return true
-		}
+	_, ok := slotIndex(key, max, name)
+	return ok
+}
+
+// slotIndex is the index of the budget's slot a Lease name stands for,
+// if it is one of the first max.
+func slotIndex(key Key, max int, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, slotPrefix(key))
+	if !ok {
+		return 0, false
 	}
-	return false
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 || i >= max || strconv.Itoa(i) != rest {
+		return 0, false
+	}
+	return i, true
 }
 
 // Stale reports whether a slot's holder no longer needs it (its node left
@@ -146,6 +211,76 @@ type Stale func(holder string, lease *coordinationv1.Lease) bool
 // Acquire gives node a slot of the budget of size max, or reports that all
 // are taken. Holding one already is success. It returns the slot's name.
 func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now time.Time, stale Stale) (string, bool, error) {
+	name, ok, err := s.acquireCached(ctx, key, max, node, now)
+	if ok || err != nil {
+		return name, ok, err
+	}
+	name, ok, err = s.acquireLive(ctx, key, max, node, now, stale)
+	if ok {
+		s.remember(key, node, name, now)
+	}
+	return name, ok, err
+}
+
+// acquireCached takes a slot the cache shows free with a create alone,
+// without listing the budget from the API server. The create fails if the
+// slot exists, so a cache that lags can cost a failed create but never give
+// a slot two holders. What it cannot tell from the cache is whether the
+// node took a slot a moment ago that the cache does not show yet: when
+// this process gave the node a slot within cacheLag that the cache does
+// not show, the API server is asked (acquireLive). At worst (a slot taken
+// by another replica just before a handover) a node holds two slots until
+// it leaves maintenance, which leaves the budget one node short but never
+// over.
+func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string, now time.Time) (string, bool, error) {
+	if s.Cache == nil {
+		return "", false, nil
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.cached(ctx, key, list); err != nil {
+		return "", false, nil
+	}
+	used := make([]bool, max)
+	for i := range list.Items {
+		lease := &list.Items[i]
+		if j, ok := slotIndex(key, max, lease.Name); ok {
+			if holderOf(lease) == node {
+				return lease.Name, true, nil
+			}
+			used[j] = true
+		}
+	}
+	if s.recentSlot(key, node, now) != "" {
+		return "", false, nil // given a slot the cache does not show yet
+	}
+	// Nodes woken together for freed slots would all try the lowest free
+	// one first; starting from a place of the node's own spreads them.
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	start := int(h.Sum32() % uint32(max))
+	for k := range max {
+		i := (start + k) % max
+		if used[i] {
+			continue
+		}
+		err := s.Client.Create(ctx, s.newLease(key, i, node, now))
+		switch {
+		case err == nil:
+			s.remember(key, node, slotName(key, i), now)
+			return slotName(key, i), true, nil
+		case apierrors.IsAlreadyExists(err):
+			// The cache is behind: ask the API server what is free.
+			return "", false, nil
+		default:
+			return "", false, fmt.Errorf("taking slot %s: %w", slotName(key, i), err)
+		}
+	}
+	return "", false, nil
+}
+
+// acquireLive reads the budget's slots from the API server and takes a
+// free one, or one whose holder is stale.
+func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, now time.Time, stale Stale) (string, bool, error) {
 	// One read of the budget's slots (from the API server); the writes
 	// below are what serialize: a create fails if the slot exists, an
 	// update if the slot changed since this read.
@@ -156,13 +291,11 @@ func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now 
 	slots := make([]*coordinationv1.Lease, max)
 	for i := range list.Items {
 		lease := &list.Items[i]
-		for j := range max {
-			if lease.Name == slotName(key, j) {
-				if holderOf(lease) == node {
-					return lease.Name, true, nil
-				}
-				slots[j] = lease
+		if j, ok := slotIndex(key, max, lease.Name); ok {
+			if holderOf(lease) == node {
+				return lease.Name, true, nil
 			}
+			slots[j] = lease
 		}
 	}
 	// Free slots first: taking one costs one create. Only when none is
@@ -204,6 +337,46 @@ func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now 
 // Release gives up every slot of the budget node holds; slots beyond max
 // (left from a larger budget) are released too.
 func (s *Slots) Release(ctx context.Context, key Key, node string) error {
+	if !s.releaseCached(ctx, key, node) {
+		if err := s.releaseLive(ctx, key, node); err != nil {
+			return err
+		}
+	}
+	s.remember(key, node, "", time.Time{})
+	return nil
+}
+
+// releaseCached gives back the node's slots as the cache shows them, each
+// deleted only if unchanged since (its resourceVersion as cached), so that
+// a slot that changed hands meanwhile is never freed. It reports false when
+// the API server must be asked: the cache shows no slot of the node, or not
+// the one this process gave it a moment ago, or one had changed.
+func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
+	if s.Cache == nil {
+		return false
+	}
+	recent := s.recentSlot(key, node, time.Now())
+	list := &coordinationv1.LeaseList{}
+	if err := s.cached(ctx, key, list); err != nil {
+		return false
+	}
+	released, sawRecent := false, recent == ""
+	for i := range list.Items {
+		lease := list.Items[i].DeepCopy()
+		if holderOf(lease) != node {
+			continue
+		}
+		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false
+		}
+		released, sawRecent = true, sawRecent || lease.Name == recent
+	}
+	return released && sawRecent
+}
+
+// releaseLive gives back the node's slots as the API server lists them.
+func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 	list := &coordinationv1.LeaseList{}
 	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
 		return fmt.Errorf("listing slots of %s: %w", key.Name, err)
@@ -277,7 +450,9 @@ func (s *Slots) newLease(key Key, i int, node string, now time.Time) *coordinati
 	}
 }
 
-func slotName(key Key, i int) string { return fmt.Sprintf("pitstop-slot-%s-%d", key.id(), i) }
+func slotName(key Key, i int) string { return slotPrefix(key) + strconv.Itoa(i) }
+
+func slotPrefix(key Key) string { return "pitstop-slot-" + key.id() + "-" }
 
 func holderOf(lease *coordinationv1.Lease) string {
 	return strings.TrimPrefix(ptr.Deref(lease.Spec.HolderIdentity, ""), holderPrefix)

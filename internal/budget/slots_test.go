@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/internal/scheme"
@@ -22,28 +25,61 @@ func TestMain(m *testing.M) { testutil.Main(m, &env) }
 // TestBudgetHoldsUnderContention: 50 nodes want maintenance at once with a
 // budget of 3, through two "replicas" (two clients of their own), each node
 // holding its slot a little while and then releasing it. The number of
-// nodes holding a slot at the same instant never exceeds 3, and every node
-// gets its turn.
+// nodes holding a slot at the same instant never exceeds 3, no node ever
+// holds two slots, and every node gets its turn: with the slots read from
+// the API server only, and with each replica's own informer cache in front
+// (slots the cache shows free are taken with a create alone; the cache lags
+// the writes of both replicas).
 func TestBudgetHoldsUnderContention(t *testing.T) {
-	ns := testutil.Namespace(t, env.Client, "budget-contention")
-	replicas := make([]*Slots, 2)
-	for i := range replicas {
-		c, err := client.New(env.Config, client.Options{Scheme: scheme.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		replicas[i] = &Slots{Client: c, Namespace: ns}
+	listed := map[bool]int64{}
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cached=%t", cached), func(t *testing.T) {
+			ns := testutil.Namespace(t, env.Client, fmt.Sprintf("budget-contention-%t", cached))
+			replicas := make([]*Slots, 2)
+			lists := make([]*countingClient, 2)
+			for i := range replicas {
+				c, err := client.New(env.Config, client.Options{Scheme: scheme.New()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lists[i] = &countingClient{Client: c}
+				replicas[i] = &Slots{Client: lists[i], Namespace: ns}
+				if cached {
+					replicas[i].Cache = leaseCache(t, ns)
+				}
+			}
+			acquired := contend(t, replicas, 50, 3)
+			listed[cached] = lists[0].lists.Load() + lists[1].lists.Load()
+			t.Logf("%d slots taken and given back with %d lists of the API server", acquired, listed[cached])
+		})
 	}
+	// Slots the cache shows free are taken, and slots it shows held given
+	// back, without a list: in this race (nodes holding a slot for a few
+	// milliseconds, so the cache is often behind) about 2.3 times fewer.
+	if listed[true]*3 > listed[false]*2 {
+		t.Errorf("with caches the slots took %d lists of the API server, without %d: the cache saved too few", listed[true], listed[false])
+	}
+}
+
+// contend runs nodes that each take a slot of budget through one of the
+// replicas, hold it a moment and give it back, checking the budget's
+// holders after every acquisition. It returns the number of slots taken.
+func contend(t *testing.T, replicas []*Slots, nodes, budget int) int {
 	key := Key{Name: "os-update", Group: "zone-a"}
-	const budget = 3
 	var holding, maxHolding atomic.Int32
 	var wg sync.WaitGroup
-	served := make([]bool, 50)
-	for n := range 50 {
+	served := make([]bool, nodes)
+	for n := range nodes {
 		wg.Go(func() {
 			node := fmt.Sprintf("node-%02d", n)
-			slots := replicas[n%2]
+			slots := replicas[n%len(replicas)]
 			for {
+				// As the engine does: a budget the cache shows full is
+				// not asked for a slot.
+				if slots.LooksFull(t.Context(), key, budget, node, nil) {
+					time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+					continue
+				}
 				_, ok, err := slots.Acquire(t.Context(), key, budget, node, time.Now(), nil)
 				if err != nil {
 					t.Error(err)
@@ -61,6 +97,11 @@ func TestBudgetHoldsUnderContention(t *testing.T) {
 					break
 				}
 			}
+			if holders, err := (&Slots{Client: env.Client, Namespace: slots.Namespace}).Holders(t.Context(), key); err != nil {
+				t.Error(err)
+			} else if n := count(holders, node); n != 1 {
+				t.Errorf("%s holds %d slots: %v", node, n, holders)
+			}
 			served[n] = true
 			time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
 			holding.Add(-1)
@@ -70,15 +111,135 @@ func TestBudgetHoldsUnderContention(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := maxHolding.Load(); got > budget {
+	if got := maxHolding.Load(); got > int32(budget) {
 		t.Fatalf("%d nodes held a slot at once, budget %d", got, budget)
 	}
+	taken := 0
 	for n, ok := range served {
 		if !ok {
 			t.Errorf("node-%02d never got a slot", n)
 		}
+		taken++
+	}
+	if holders, _ := (&Slots{Client: env.Client, Namespace: replicas[0].Namespace}).Holders(t.Context(), key); len(holders) != 0 {
+		t.Errorf("slots still held after every node released: %v", holders)
 	}
 	t.Logf("at most %d nodes held a slot at once (budget %d)", maxHolding.Load(), budget)
+	return taken
+}
+
+func count(names []string, name string) int {
+	n := 0
+	for _, x := range names {
+		if x == name {
+			n++
+		}
+	}
+	return n
+}
+
+// countingClient counts the lists it sends to the API server.
+type countingClient struct {
+	client.Client
+	lists atomic.Int64
+}
+
+func (c *countingClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.lists.Add(1)
+	return c.Client.List(ctx, list, opts...)
+}
+
+// leaseCache is an informer cache of the namespace's Leases, as the
+// manager's, started and synced.
+func leaseCache(t *testing.T, ns string) cache.Cache {
+	t.Helper()
+	c, err := cache.New(env.Config, cache.Options{Scheme: scheme.New(), DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInformer(t.Context(), &coordinationv1.Lease{}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(t.Context()) }()
+	if !c.WaitForCacheSync(t.Context()) {
+		t.Fatal("the lease cache did not sync")
+	}
+	return c
+}
+
+// TestCachedSlotsFallBackToTheAPIServer: when the cache is behind — a slot
+// it shows free is taken, or a slot it shows held changed hands — Acquire
+// and Release ask the API server, and nothing of another node's is freed.
+func TestCachedSlotsFallBackToTheAPIServer(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-fallback")
+	key := Key{Name: "fleet"}
+	live := &Slots{Client: env.Client, Namespace: ns}
+	// A cache that never sees anything: every slot looks free.
+	empty := &Slots{Client: env.Client, Cache: staticCache{}, Namespace: ns}
+	if _, ok, err := live.Acquire(t.Context(), key, 2, "a", time.Now(), nil); err != nil || !ok {
+		t.Fatalf("a: %v %v", ok, err)
+	}
+	name, ok, err := empty.Acquire(t.Context(), key, 2, "b", time.Now(), nil)
+	if err != nil || !ok {
+		t.Fatalf("b, its cache showing both slots free while a holds one: %v %v", ok, err)
+	}
+	if _, ok, _ := empty.Acquire(t.Context(), key, 2, "c", time.Now(), nil); ok {
+		t.Fatal("c got a slot of a full budget through a cache that shows it empty")
+	}
+	// b asks again at once: its cache does not show b's slot, so the API
+	// server is asked, and b keeps the one slot it has.
+	again, ok, err := empty.Acquire(t.Context(), key, 2, "b", time.Now(), nil)
+	if err != nil || !ok || again != name {
+		t.Fatalf("b again: %q %v %v, want %q", again, ok, err, name)
+	}
+	if h, _ := live.Holders(t.Context(), key); len(h) != 2 {
+		t.Fatalf("holders %v, want a and b", h)
+	}
+
+	// A cache showing a's slot as it was before a gave it back and c took
+	// it: releasing a through it frees nothing of c's.
+	stale := &coordinationv1.LeaseList{}
+	if err := env.Client.List(t.Context(), stale, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Release(t.Context(), key, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := live.Acquire(t.Context(), key, 2, "c", time.Now(), nil); err != nil || !ok {
+		t.Fatalf("c: %v %v", ok, err)
+	}
+	old := &Slots{Client: env.Client, Cache: staticCache{leases: stale.Items}, Namespace: ns}
+	if err := old.Release(t.Context(), key, "a"); err != nil {
+		t.Fatal(err)
+	}
+	holders, _ := live.Holders(t.Context(), key)
+	if count(holders, "c") != 1 || count(holders, "b") != 1 {
+		t.Fatalf("holders after a stale release of a: %v, want b and c", holders)
+	}
+	// b releasing through the same stale cache (b's slot unchanged) works.
+	if err := old.Release(t.Context(), key, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if holders, _ := live.Holders(t.Context(), key); len(holders) != 1 || holders[0] != "c" {
+		t.Fatalf("holders after b's release: %v, want [c]", holders)
+	}
+}
+
+// staticCache answers lists with a fixed set of Leases.
+type staticCache struct {
+	client.Reader
+	leases []coordinationv1.Lease
+}
+
+func (c staticCache) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	out := list.(*coordinationv1.LeaseList)
+	for _, l := range c.leases {
+		if o.LabelSelector == nil || o.LabelSelector.Matches(labels.Set(l.Labels)) {
+			out.Items = append(out.Items, l)
+		}
+	}
+	return nil
 }
 
 // TestStaleSlotIsTakenOver: a slot whose holder no longer needs it is taken
@@ -212,5 +373,21 @@ func TestSweepGivesBackStaleSlots(t *testing.T) {
 	}
 	if h, _ := s.Holders(t.Context(), all); len(h) != 0 {
 		t.Errorf("all-profiles holders after the sweep: %v, want none", h)
+	}
+}
+
+// TestSlotIndex: a Lease is slot i of a budget only under the budget's own
+// name for i, and only for i below the budget's size.
+func TestSlotIndex(t *testing.T) {
+	key, other := Key{Name: "fleet"}, Key{Name: "fleet", Group: "zone-a"}
+	for name, want := range map[string]int{
+		slotName(key, 0): 0, slotName(key, 9): 9,
+		slotName(key, 10): -1, slotName(other, 1): -1, slotName(key, 1) + "0": -1, // slot 10, past the size
+		"pitstop-slot-" + key.id() + "-01": -1, "pitstop-slot-" + key.id() + "--1": -1, "pitstop-slot-" + key.id() + "-": -1,
+	} {
+		i, ok := slotIndex(key, 10, name)
+		if (want < 0 && ok) || (want >= 0 && (!ok || i != want)) {
+			t.Errorf("slotIndex(%q) = %d, %t; want %d", name, i, ok, want)
+		}
 	}
 }

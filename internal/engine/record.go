@@ -33,7 +33,7 @@ type ProfileRecord struct {
 	Current  pitstopv1alpha1.MaintenanceState `json:"current"`
 	Previous pitstopv1alpha1.MaintenanceState `json:"previous"`
 	// Since is when the node entered Current.
-	Since metav1.Time `json:"since"`
+	Since Stamp `json:"since"`
 	// Failures counts the failed attempts in a row at leaving Current (a
 	// trigger or a budget slot failed); LastError is the last one's message
 	// and RetryAt when the next attempt may start. Kept on the node, so a
@@ -47,7 +47,7 @@ type ProfileRecord struct {
 	Checks map[string]bool `json:"checks,omitempty"`
 	// Notified is when each notification of Current was last sent, so that
 	// a restart does not send it again. A move forgets it.
-	Notified map[string]metav1.Time `json:"notified,omitempty"`
+	Notified map[string]Stamp `json:"notified,omitempty"`
 }
 
 // Record is everything pitstop keeps on a node about its maintenance.
@@ -125,16 +125,56 @@ func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now
 	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: stamp(now)}
 }
 
-// stamp is when a state was entered as the record keeps it: to the second
-// (the annotation's format), rounded up, so that time-based checks (wait,
-// waitExclude) never count the part of a second before the node entered
-// the state, whether they read the record before or after it was written.
-func stamp(now time.Time) metav1.Time {
-	t := now.Truncate(time.Second)
+// stamp is when a state was entered as the record keeps it: to the
+// millisecond (the annotation's format), rounded up, so that time-based
+// checks (wait, waitExclude) never count the part of a millisecond before
+// the node entered the state, whether they read the record before or after
+// it was written.
+func stamp(now time.Time) Stamp {
+	t := now.Truncate(time.Millisecond)
 	if t.Before(now) {
-		t = t.Add(time.Second)
+		t = t.Add(time.Millisecond)
 	}
-	return metav1.Time{Time: t}
+	return Stamp{Time: t}
+}
+
+// Stamp is a time in the record, written in RFC 3339 to the millisecond
+// in UTC ("2026-11-22T10:00:00.600Z"). Records written to the second, as
+// earlier versions did, read as they are, and earlier versions read these
+// (RFC 3339 allows the fraction), so managers of both versions can share a
+// node during an upgrade.
+type Stamp struct {
+	time.Time
+}
+
+// stampLayout is RFC 3339 with milliseconds, always three digits.
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON writes the time to the millisecond; the zero time is null.
+func (s Stamp) MarshalJSON() ([]byte, error) {
+	if s.IsZero() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(s.UTC().Format(stampLayout))
+}
+
+// UnmarshalJSON reads an RFC 3339 time, with or without a fraction of a
+// second, or null.
+func (s *Stamp) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		s.Time = time.Time{}
+		return nil
+	}
+	var text string
+	if err := json.Unmarshal(data, &text); err != nil {
+		return err
+	}
+	t, err := time.Parse(time.RFC3339, text)
+	if err != nil {
+		return err
+	}
+	s.Time = t
+	return nil
 }
 
 // Fail records a failed attempt at leaving the profile's state, to be
@@ -164,9 +204,10 @@ func (r *Record) Notified(profile, notification string, now time.Time) {
 	if !ok {
 		return
 	}
-	sent := make(map[string]metav1.Time, len(pr.Notified)+1)
+	sent := make(map[string]Stamp, len(pr.Notified)+1)
 	maps.Copy(sent, pr.Notified)
-	sent[notification] = metav1.Time{Time: now}
+	// To the millisecond, as the record keeps it: never before Since.
+	sent[notification] = Stamp{Time: now.Truncate(time.Millisecond)}
 	pr.Notified = sent
 	r.Profiles[profile] = pr
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -96,16 +97,16 @@ func TestSelects(t *testing.T) {
 	}
 }
 
-// TestSinceIsRoundedUpToTheSecond: the record keeps when a state was
-// entered to the second; the fraction is rounded up, so a 20 s wait that
-// starts at 10:00:00.6 ends at 10:00:21, not at 10:00:20 as a truncated
-// time read back from the annotation would say.
-func TestSinceIsRoundedUpToTheSecond(t *testing.T) {
-	entered := time.Date(2026, 11, 22, 10, 0, 0, 600_000_000, time.UTC)
+// TestSinceIsRoundedUpToTheMillisecond: the record keeps when a state was
+// entered to the millisecond; the rest is rounded up, so a 20 s wait that
+// starts at 10:00:00.6004 ends at 10:00:20.601, never before 20 s have
+// passed, whether the time is read from memory or from the annotation.
+func TestSinceIsRoundedUpToTheMillisecond(t *testing.T) {
+	entered := time.Date(2026, 11, 22, 10, 0, 0, 600_400_000, time.UTC)
 	r := Record{Profiles: map[string]ProfileRecord{}}
 	r.Sync([]string{"os"}, entered)
 	r.Move("os", required, entered)
-	want := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+	want := time.Date(2026, 11, 22, 10, 0, 0, 601_000_000, time.UTC)
 	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
 		t.Fatalf("since %s in memory, want %s", got, want)
 	}
@@ -116,8 +117,71 @@ func TestSinceIsRoundedUpToTheSecond(t *testing.T) {
 	if got := back.Profiles["os"].Since.Time; !got.Equal(want) {
 		t.Fatalf("since %s read back, want %s", got, want)
 	}
-	r.Move("os", inMaint, want) // a whole second stays as it is
+	r.Move("os", inMaint, want) // a whole millisecond stays as it is
 	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
-		t.Fatalf("since %s for a whole second, want %s", got, want)
+		t.Fatalf("since %s for a whole millisecond, want %s", got, want)
+	}
+}
+
+// TestRecordTimesAcrossVersions: a record written to the second (earlier
+// versions) reads as it was, and one written now reads in earlier versions,
+// which kept the time as a metav1.Time, to the same millisecond.
+func TestRecordTimesAcrossVersions(t *testing.T) {
+	old := `{"profiles":{"os":{"current":"in-maintenance","previous":"maintenance-required","since":"2026-11-22T10:00:01Z"}}}`
+	rec, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationData: old}}})
+	if err != nil {
+		t.Fatalf("a record written to the second: %v", err)
+	}
+	if got, want := rec.Profiles["os"].Since.Time, time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC); !got.Equal(want) {
+		t.Fatalf("since %s, want %s", got, want)
+	}
+	if got, want := rec.Encode(), `"since":"2026-11-22T10:00:01.000Z"`; !strings.Contains(got, want) {
+		t.Fatalf("encoded %s, want it to hold %s", got, want)
+	}
+
+	entered := time.Date(2026, 11, 22, 10, 0, 0, 250_000_000, time.FixedZone("CET", 3600))
+	rec.Move("os", operational, entered)
+	var earlier struct {
+		Profiles map[string]struct {
+			Since metav1.Time `json:"since"`
+		} `json:"profiles"`
+	}
+	if err := json.Unmarshal([]byte(rec.Encode()), &earlier); err != nil {
+		t.Fatalf("an earlier version reading %s: %v", rec.Encode(), err)
+	}
+	if got := earlier.Profiles["os"].Since.Time; !got.Equal(entered) {
+		t.Fatalf("an earlier version reads since %s, want %s", got, entered)
+	}
+
+	var zero struct {
+		Since Stamp `json:"since"`
+	}
+	if err := json.Unmarshal([]byte(`{"since":null}`), &zero); err != nil || !zero.Since.IsZero() {
+		t.Fatalf("null since: %v, %v", zero.Since, err)
+	}
+	if err := json.Unmarshal([]byte(`{"since":"yesterday"}`), &zero); err == nil {
+		t.Fatal("since \"yesterday\" was read without an error")
+	}
+}
+
+// TestNotifiedIsNeverBeforeSince: a notification sent the moment a state
+// is entered is recorded at or after the state's entry time, in memory and
+// read back, so a one-shot notification is not taken for unsent.
+func TestNotifiedIsNeverBeforeSince(t *testing.T) {
+	entered := time.Date(2026, 11, 22, 10, 0, 0, 600_400_000, time.UTC)
+	r := Record{Profiles: map[string]ProfileRecord{}}
+	r.Sync([]string{"os"}, entered)
+	r.Move("os", required, entered)
+	sent := r.Profiles["os"].Since.Add(500 * time.Microsecond) // the earliest a notification can be due
+	r.Notified("os", "slack", sent)
+	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationData: r.Encode()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, rec := range map[string]Record{"in memory": r, "read back": back} {
+		pr := rec.Profiles["os"]
+		if pr.Notified["slack"].Before(pr.Since.Time) {
+			t.Errorf("%s: notified at %s, before the state was entered at %s", where, pr.Notified["slack"].Time, pr.Since.Time)
+		}
 	}
 }

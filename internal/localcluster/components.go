@@ -30,8 +30,16 @@ func (c *Cluster) writeComponentConfigs(keys *pki) (componentFiles, error) {
 	// The scheduler's own client limit (50 QPS, one binding per pod) is what
 	// bounds how fast evicted pods come back; raise it so the scheduler is not
 	// the slowest part of a drain on a large simulated fleet.
+	//
+	// percentageOfNodesToScore is the setting Kubernetes documents for large
+	// clusters: the scheduler stops looking once it has found 10% of the
+	// nodes feasible (never fewer than 100), instead of 42% at 1,000 nodes.
+	// Every component shares the machine's cores here; re-placing the 3,000
+	// pods a round of a 1,000-node fleet's maintenance evicts otherwise keeps
+	// a core busy and slows the API server everything else waits on.
 	scheduler := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
+percentageOfNodesToScore: 10
 clientConnection:
   kubeconfig: %q
   qps: 500

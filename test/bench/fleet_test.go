@@ -88,7 +88,13 @@ type fleetResult struct {
 	mostInMaintenance           int
 	mostDraining                int
 	peakRSS                     int64 // bytes
-	requests                    float64
+	// peak is the sample of the manager's memory, taken once a second
+	// during the maintenance, with the largest resident set.
+	peak     memorySample
+	requests float64
+	// cpu is the CPU time each process of the cluster, and the manager,
+	// used during the maintenance.
+	cpu cpuUsage
 	// phases are the medians of the steps of a node's maintenance, as the
 	// benchmark's watches saw them.
 	phases []phase
@@ -159,7 +165,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	if err := cl.Create(ctx, fleetProfileFor(budget)); err != nil {
 		b.Fatal(err)
 	}
-	res, err := maintainFleet(ctx, cl, m, nodes, budget)
+	res, err := maintainFleet(ctx, cl, m, c.PIDs(), nodes, budget)
 	if err != nil {
 		m.controllerLoad(b)
 		b.Fatal(err)
@@ -172,6 +178,8 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	for _, p := range res.phases {
 		b.Logf("nodes=%d: median %s: %.2fs", nodes, p.name, p.median.Seconds())
 	}
+	b.Logf("nodes=%d: manager's largest resident set sampled during the maintenance: %s", nodes, res.peak)
+	b.Logf("nodes=%d: CPU during the maintenance, share of one core: %s", nodes, res.cpu.share(res.makespan))
 	m.controllerLoad(b)
 	m.saveHeapProfile(b, "done")
 	if res.mostInMaintenance > budget || res.mostDraining > budget {
@@ -218,7 +226,7 @@ func fleetProfileFor(budget int) *pitstopv1alpha1.MaintenanceProfile {
 
 // maintainFleet annotates every node at once and watches nodes and
 // NodeMaintenances until every node has been through maintenance.
-func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, nodes, budget int) (fleetResult, error) {
+func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, clusterPIDs []int, nodes, budget int) (fleetResult, error) {
 	var res fleetResult
 	nodeList := &corev1.NodeList{}
 	if err := cl.List(ctx, nodeList); err != nil {
@@ -245,6 +253,8 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		return res, err
 	}
 
+	pids, names := append(clusterPIDs, m.cmd.Process.Pid), map[int]string{m.cmd.Process.Pid: "pitstop"}
+	cpuBefore := processesCPU(pids, names)
 	start := time.Now()
 	if err := annotateAll(ctx, cl, nodeList.Items); err != nil {
 		return res, err
@@ -263,13 +273,22 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	timeout := time.After(time.Duration(nodes/budget+2) * (*fleetMaintenance + 2*time.Minute))
 	progress := time.NewTicker(time.Minute)
 	defer progress.Stop()
+	memory := time.NewTicker(time.Second)
+	defer memory.Stop()
 	for len(done) < nodes {
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
+		case <-memory.C:
+			// /proc only; the heap from /metrics only for a new peak.
+			if rss, err := m.rss(); err == nil && rss > res.peak.rss {
+				res.peak = m.sample(time.Since(start))
+			}
 		case <-timeout:
+			res.cpu = processesCPU(pids, names).since(cpuBefore)
 			res.phases = fleetPhases(start, timelines, admissions, exits, budget)
-			return res, fmt.Errorf("%d of %d nodes maintained before the timeout; %s", len(done), nodes, phaseSummary(res.phases))
+			return res, fmt.Errorf("%d of %d nodes maintained before the timeout; %s; CPU, share of one core: %s",
+				len(done), nodes, phaseSummary(res.phases), res.cpu.share(time.Since(start)))
 		case <-progress.C:
 			// Live on stderr: a benchmark's log is only printed when it ends.
 			drained := 0
@@ -334,6 +353,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		}
 	}
 	res.makespan = time.Since(start)
+	res.cpu = processesCPU(pids, names).since(cpuBefore)
 	requestsAfter, err := m.requests()
 	if err != nil {
 		return res, err
@@ -518,11 +538,22 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 type memorySample struct {
 	at                 time.Duration
 	rss, heap, heapSys int64 // bytes; heap and heapSys 0 before /metrics answers
+	// anon and file split the resident set: the process's own memory, and
+	// the pages of its binary (and other files) mapped in.
+	anon, file int64
+}
+
+func (s memorySample) String() string {
+	mb := func(v int64) float64 { return float64(v) / (1 << 20) }
+	return fmt.Sprintf("%.0f MB at %.0fs (anonymous %.0f MB, file-backed %.0f MB; Go heap in use %.0f MB, obtained %.0f MB)",
+		mb(s.rss), s.at.Seconds(), mb(s.anon), mb(s.file), mb(s.heap), mb(s.heapSys))
 }
 
 func (m *managerProcess) sample(at time.Duration) memorySample {
 	s := memorySample{at: at}
 	s.rss, _ = m.rss()
+	s.anon, _ = m.status("RssAnon:")
+	s.file, _ = m.status("RssFile:")
 	if v, err := m.sum("go_memstats_heap_inuse_bytes"); err == nil {
 		s.heap = int64(v)
 		if v, err := m.sum("go_memstats_heap_sys_bytes"); err == nil {

@@ -452,14 +452,20 @@ type cpuUsage map[string]time.Duration
 // watches), from /proc. On a 2-core machine the drainers compete with the
 // simulated cluster for CPU, and this shows who used it.
 func (e *pitstopEnv) cpuNow() cpuUsage {
+	return processesCPU(append(e.cluster.PIDs(), os.Getpid()), map[int]string{os.Getpid(): "bench-process"})
+}
+
+// processesCPU reads the CPU time used so far by each process, by its
+// name or the one given.
+func processesCPU(pids []int, names map[int]string) cpuUsage {
 	out := cpuUsage{}
-	for _, pid := range append(e.cluster.PIDs(), os.Getpid()) {
+	for _, pid := range pids {
 		name, used, err := processCPU(pid)
 		if err != nil {
 			continue // gone, or not Linux: the figure is informative only
 		}
-		if pid == os.Getpid() {
-			name = "bench-process"
+		if n, ok := names[pid]; ok {
+			name = n
 		}
 		out[name] += used
 	}
@@ -499,8 +505,18 @@ func (u cpuUsage) since(earlier cpuUsage) cpuUsage {
 	return out
 }
 
-// String lists CPU seconds, largest first: "kube-apiserver 1.20s, ...".
-func (u cpuUsage) String() string {
+// share lists each process's CPU use over a span as a share of one core,
+// largest first: "kube-apiserver 95%, ...".
+func (u cpuUsage) share(span time.Duration) string {
+	var parts []string
+	for _, k := range u.byUse() {
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*u[k].Seconds()/span.Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// byUse is the processes, largest use first.
+func (u cpuUsage) byUse() []string {
 	keys := slices.Collect(maps.Keys(u))
 	slices.SortFunc(keys, func(a, b string) int {
 		if u[a] != u[b] {
@@ -508,6 +524,12 @@ func (u cpuUsage) String() string {
 		}
 		return strings.Compare(a, b)
 	})
+	return keys
+}
+
+// String lists CPU seconds, largest first: "kube-apiserver 1.20s, ...".
+func (u cpuUsage) String() string {
+	keys := u.byUse()
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %.2fs", k, u[k].Seconds())

@@ -87,7 +87,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileDelete(ctx, nm)
 	}
 	if !controllerutil.ContainsFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance) {
-		return r.addFinalizer(ctx, nm)
+		if res, err := r.addFinalizer(ctx, nm); err != nil || !res.IsZero() {
+			return res, err
+		}
+		// Go on from the object the API server returned rather than wait
+		// for the watch to bring it back through the queue.
 	}
 
 	s, err := r.snapshot(ctx, nm)
@@ -120,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // addFinalizer makes sure the node is restored before the object goes away.
-// Adding it is the first write; the update triggers the next reconcile.
+// Adding it is the first write; nm is then the object as written.
 func (r *Reconciler) addFinalizer(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance) (ctrl.Result, error) {
 	controllerutil.AddFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance)
 	if err := r.client.Update(ctx, nm); err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -21,8 +23,10 @@ type clusterView struct {
 	reader   client.Reader
 	profiles []pitstopv1alpha1.MaintenanceProfile
 	records  *recordCache
-	nodes    []corev1.Node
-	loaded   bool
+	// list reads the nodes; nil lists them through reader.
+	list   nodeLister
+	nodes  []*corev1.Node
+	loaded bool
 	// selectors are the profiles' node selectors, parsed once per view.
 	selectors map[string]func(*corev1.Node) bool
 }
@@ -45,11 +49,62 @@ func (v *clusterView) load() {
 		return
 	}
 	v.loaded = true
-	list := &corev1.NodeList{}
-	if err := v.reader.List(v.ctx, list, client.UnsafeDisableDeepCopy); err == nil {
-		v.nodes = list.Items
+	list := v.list
+	if list == nil {
+		list = listNodes(v.reader)
+	}
+	if nodes, err := list(v.ctx); err == nil {
+		v.nodes = nodes
 		v.records.prune(v.nodes)
 	}
+}
+
+// nodeLister reads every node, the cache's own objects: read them, never
+// change them.
+type nodeLister func(context.Context) ([]*corev1.Node, error)
+
+// listNodes lists the nodes through a reader of the manager's cache.
+func listNodes(reader client.Reader) nodeLister {
+	return func(ctx context.Context) ([]*corev1.Node, error) {
+		list := &corev1.NodeList{}
+		if err := reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		return pointers(list.Items), nil
+	}
+}
+
+// informerNodes reads the nodes straight from the informer's store: a
+// list through the cache copies every node into a new array (about a
+// megabyte at 1,000 nodes), and each of the engine's concurrent
+// evaluations, waiting on the API server, would hold one.
+func informerNodes(c cache.Cache) (nodeLister, error) {
+	informer, err := c.GetInformer(context.Background(), &corev1.Node{})
+	if err != nil {
+		return nil, err
+	}
+	store, ok := informer.(toolscache.SharedIndexInformer)
+	if !ok {
+		return listNodes(c), nil
+	}
+	return func(context.Context) ([]*corev1.Node, error) {
+		items := store.GetStore().List()
+		nodes := make([]*corev1.Node, 0, len(items))
+		for _, item := range items {
+			if n, ok := item.(*corev1.Node); ok {
+				nodes = append(nodes, n)
+			}
+		}
+		return nodes, nil
+	}, nil
+}
+
+func pointers(nodes []corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		out[i] = &nodes[i]
+	}
+	return out
 }
 
 // recordCache keeps each node's decoded record for the node's current
@@ -82,7 +137,7 @@ func (c *recordCache) read(n *corev1.Node) (engine.Record, error) {
 
 // prune forgets nodes that are gone, once they are a good share of the
 // entries.
-func (c *recordCache) prune(nodes []corev1.Node) {
+func (c *recordCache) prune(nodes []*corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.byNode) <= 2*len(nodes)+16 {
@@ -100,7 +155,7 @@ func (c *recordCache) prune(nodes []corev1.Node) {
 }
 
 // Nodes returns every node.
-func (v *clusterView) Nodes() []corev1.Node {
+func (v *clusterView) Nodes() []*corev1.Node {
 	v.load()
 	return v.nodes
 }
@@ -116,12 +171,12 @@ func (v *clusterView) ProfileNodes(profile string) []*corev1.Node {
 		}
 	}
 	var out []*corev1.Node
-	for i := range v.nodes {
+	for _, n := range v.nodes {
 		if p == nil {
 			break
 		}
-		if v.selects(p, &v.nodes[i]) {
-			out = append(out, &v.nodes[i])
+		if v.selects(p, n) {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -150,8 +205,8 @@ func (v *clusterView) PodsOn(node string) []corev1.Pod {
 func (v *clusterView) EnteredMaintenance(profile string) []time.Time {
 	v.load()
 	var out []time.Time
-	for i := range v.nodes {
-		rec, err := v.records.read(&v.nodes[i])
+	for _, n := range v.nodes {
+		rec, err := v.records.read(n)
 		if err != nil {
 			continue
 		}

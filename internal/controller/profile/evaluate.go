@@ -63,7 +63,7 @@ func (e *Evaluator) Fleet(ctx context.Context, now time.Time) (map[string][]Eval
 	if err := e.reader.List(ctx, nodes); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: nodes.Items, loaded: true}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: pointers(nodes.Items), loaded: true}
 	out := make(map[string][]Evaluation, len(nodes.Items))
 	for i := range nodes.Items {
 		evals, err := e.node(ctx, view, &nodes.Items[i], now)

@@ -1,10 +1,13 @@
 package profile
 
 import (
+	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/internal/budget"
@@ -30,3 +33,8 @@ func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 
 // SlotStale is the staleness rule of maxMaintenance slots at now.
 func (r *Reconciler) SlotStale(now time.Time) budget.Stale { return r.notInMaintenance(now) }
+
+// InformerNodes is the engine's lister of cached nodes.
+func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error), error) {
+	return informerNodes(c)
+}

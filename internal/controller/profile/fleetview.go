@@ -106,8 +106,8 @@ func (e *Evaluator) FleetView(ctx context.Context, now time.Time) (*FleetView, e
 	if err := e.reader.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: nodes.Items, loaded: true}
-	e.records.prune(nodes.Items)
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: pointers(nodes.Items), loaded: true}
+	e.records.prune(view.nodes)
 	fv := &FleetView{Nodes: len(nodes.Items), States: map[pitstopv1alpha1.MaintenanceState]int{}, Profiles: []ProfileView{}}
 	byProfile := map[string][]NodeState{}
 	for i := range nodes.Items {

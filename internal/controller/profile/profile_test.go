@@ -18,12 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -687,4 +689,48 @@ func TestQueuePriorities(t *testing.T) {
 	}
 	reconcile(pitstopv1alpha1.StateOperational, 5) // just left
 	reconcile(pitstopv1alpha1.StateOperational, 0) // nothing under way
+}
+
+// TestChecksReadTheInformersNodes: the checks that count over the fleet
+// read the nodes straight from the informer's store — every node, the
+// store's own objects, not a copy per evaluation.
+func TestChecksReadTheInformersNodes(t *testing.T) {
+	names := map[string]bool{}
+	for i := range 3 {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lister-%d", i)}}
+		testutil.Create(t, env.Client, n)
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+		names[n.Name] = true
+	}
+	c, err := cache.New(env.Config, cache.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := profile.InformerNodes(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(t.Context()) }()
+	if !c.WaitForCacheSync(t.Context()) {
+		t.Fatal("the cache did not sync")
+	}
+	first, err := list(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := list(t.Context())
+	byName := map[string]*corev1.Node{}
+	for _, n := range first {
+		byName[n.Name] = n
+	}
+	for name := range names {
+		if byName[name] == nil {
+			t.Errorf("node %s is not listed", name)
+		}
+	}
+	for _, n := range second {
+		if byName[n.Name] != n {
+			t.Fatalf("node %s is a new copy on every list", n.Name)
+		}
+	}
 }

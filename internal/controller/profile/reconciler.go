@@ -51,6 +51,9 @@ type Reconciler struct {
 	records   *recordCache
 	waiters   *waiters
 	notifier  notifier
+	// nodes lists the cached nodes for checks that count over the fleet;
+	// nil lists them through client.
+	nodes nodeLister
 
 	// decisions keeps each node's last evaluation per profile, for the
 	// dashboard and `pitstop explain`.
@@ -101,7 +104,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	record.Sync(selected, now)
 
 	want := node.DeepCopy()
-	view := &clusterView{ctx: ctx, reader: r.client, profiles: list.Items, records: r.records}
+	view := &clusterView{ctx: ctx, reader: r.client, list: r.nodes, profiles: list.Items, records: r.records}
 	var requeue time.Duration
 	var releases, waitKeys []string
 	var afterWrite []func()

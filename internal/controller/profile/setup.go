@@ -65,6 +65,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		waiters:   newWaiters(),
 		decisions: map[string]map[string]engine.Decision{},
 	}
+	nodes, err := informerNodes(mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
+	r.nodes = nodes
 	dispatcher := notify.NewDispatcher(&notify.Sender{
 		Secrets: mgr.GetAPIReader(), Client: budget.LiveClient(mgr.GetClient(), mgr.GetAPIReader()),
 		Namespace: opts.LeaseNamespace, HTTP: &http.Client{Timeout: 30 * time.Second},
@@ -74,7 +79,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.Add(dispatcher); err != nil {
 		return nil, err
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	err = ctrl.NewControllerManagedBy(mgr).
 		Named("profile-node").
 		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return nodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
@@ -101,7 +106,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := pitstopmetrics.Replace(newNodesCollector(mgr.GetClient(), r.records)); err != nil {
 		return nil, err
 	}
-	status := &statusReconciler{client: mgr.GetClient(), profiles: r.profiles, records: r.records}
+	status := &statusReconciler{client: mgr.GetClient(), nodes: r.nodes, profiles: r.profiles, records: r.records}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("profile-status").
 		For(&pitstopv1alpha1.MaintenanceProfile{}).
@@ -223,6 +228,7 @@ func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
 // its nodes per state.
 type statusReconciler struct {
 	client   client.Client
+	nodes    nodeLister
 	profiles *registry
 	records  *recordCache
 }
@@ -265,16 +271,16 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	meta.SetStatusCondition(&p.Status.Conditions, valid)
 	meta.SetStatusCondition(&p.Status.Conditions, ready)
 
-	nodes := &corev1.NodeList{}
-	if err := s.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+	nodes, err := s.nodes(ctx)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	counts := map[pitstopv1alpha1.MaintenanceState]int32{
 		pitstopv1alpha1.StateOperational: 0, pitstopv1alpha1.StateMaintenanceRequired: 0, pitstopv1alpha1.StateInMaintenance: 0,
 	}
 	var last time.Time
-	for i := range nodes.Items {
-		rec, err := s.records.read(&nodes.Items[i])
+	for _, node := range nodes {
+		rec, err := s.records.read(node)
 		if err != nil {
 			continue
 		}

@@ -35,7 +35,7 @@ type Context struct {
 // controller serves it from its cache; tests serve it from slices.
 type Cluster interface {
 	// Nodes returns every node.
-	Nodes() []corev1.Node
+	Nodes() []*corev1.Node
 	// ProfileNodes returns the nodes the profile selects.
 	ProfileNodes(profile string) []*corev1.Node
 	// StateOf returns a node's state in a profile ("" when the profile does

@@ -47,7 +47,13 @@ func (f *fakeCluster) withPods(node string, pods ...corev1.Pod) *fakeCluster {
 	return f
 }
 
-func (f *fakeCluster) Nodes() []corev1.Node { return slices.Clone(f.nodes) }
+func (f *fakeCluster) Nodes() []*corev1.Node {
+	out := make([]*corev1.Node, len(f.nodes))
+	for i := range f.nodes {
+		out[i] = f.nodes[i].DeepCopy()
+	}
+	return out
+}
 
 func (f *fakeCluster) ProfileNodes(profile string) []*corev1.Node {
 	var selected []*corev1.Node

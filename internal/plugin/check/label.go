@@ -61,7 +61,7 @@ func (k *keyValue) onMap(kind string, m map[string]string) Result {
 	}
 }
 
-func (k *keyValue) onAnyNode(nodes []corev1.Node) Result {
+func (k *keyValue) onAnyNode(nodes []*corev1.Node) Result {
 	for i := range nodes {
 		if got, ok := nodes[i].Labels[k.key]; ok && (k.value == nil || got == *k.value) {
 			return Result{Passed: true, Reason: fmt.Sprintf("node %s has label %s", nodes[i].Name, k.selector())}

@@ -66,12 +66,7 @@ func scopedNodes(cluster Cluster, profile string, profileScoped bool) []*corev1.
 	if profileScoped {
 		return cluster.ProfileNodes(profile)
 	}
-	all := cluster.Nodes()
-	nodes := make([]*corev1.Node, len(all))
-	for i := range all {
-		nodes[i] = &all[i]
-	}
-	return nodes
+	return cluster.Nodes()
 }
 
 // scope says which nodes were counted: " in profile os-patching,
