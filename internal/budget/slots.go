@@ -204,6 +204,22 @@ func slotIndex(key Key, max int, name string) (int, bool) {
 	return i, true
 }
 
+// bySlot places the budget's Leases at their slot's index, or names the
+// slot node holds, if it holds one.
+func bySlot(key Key, max int, node string, leases []coordinationv1.Lease) (own string, slots []*coordinationv1.Lease) {
+	slots = make([]*coordinationv1.Lease, max)
+	for i := range leases {
+		lease := &leases[i]
+		if j, ok := slotIndex(key, max, lease.Name); ok {
+			if holderOf(lease) == node {
+				return lease.Name, nil
+			}
+			slots[j] = lease
+		}
+	}
+	return "", slots
+}
+
 // Stale reports whether a slot's holder no longer needs it (its node left
 // maintenance, or a stagger slot's time ran out), so it may be taken.
 type Stale func(holder string, lease *coordinationv1.Lease) bool
@@ -240,15 +256,9 @@ func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string
 	if err := s.cached(ctx, key, list); err != nil {
 		return "", false, nil
 	}
-	used := make([]bool, max)
-	for i := range list.Items {
-		lease := &list.Items[i]
-		if j, ok := slotIndex(key, max, lease.Name); ok {
-			if holderOf(lease) == node {
-				return lease.Name, true, nil
-			}
-			used[j] = true
-		}
+	own, slots := bySlot(key, max, node, list.Items)
+	if own != "" {
+		return own, true, nil
 	}
 	if s.recentSlot(key, node, now) != "" {
 		return "", false, nil // given a slot the cache does not show yet
@@ -260,7 +270,7 @@ func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string
 	start := int(h.Sum32() % uint32(max))
 	for k := range max {
 		i := (start + k) % max
-		if used[i] {
+		if slots[i] != nil {
 			continue
 		}
 		err := s.Client.Create(ctx, s.newLease(key, i, node, now))
@@ -288,15 +298,9 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
 		return "", false, fmt.Errorf("reading the slots of %s: %w", key.Name, err)
 	}
-	slots := make([]*coordinationv1.Lease, max)
-	for i := range list.Items {
-		lease := &list.Items[i]
-		if j, ok := slotIndex(key, max, lease.Name); ok {
-			if holderOf(lease) == node {
-				return lease.Name, true, nil
-			}
-			slots[j] = lease
-		}
+	own, slots := bySlot(key, max, node, list.Items)
+	if own != "" {
+		return own, true, nil
 	}
 	// Free slots first: taking one costs one create. Only when none is
 	// free are the holders checked for staleness.
