@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,12 +99,37 @@ type fleetResult struct {
 	// phases are the medians of the steps of a node's maintenance, as the
 	// benchmark's watches saw them.
 	phases []phase
+	// occupancy is the share of the budget's slot time (budget ×
+	// makespan) during which a node held a slot, from its NodeMaintenance's
+	// creation to the node out of maintenance; lastAdmission is when the
+	// last NodeMaintenance was created, from the start.
+	occupancy     float64
+	lastAdmission time.Duration
 }
 
-// phase is the median duration of one step of a node's maintenance.
+// phase is one step of a node's maintenance: how long it took for each
+// node, as the benchmark's watches saw it.
 type phase struct {
-	name   string
-	median time.Duration
+	name    string
+	samples []time.Duration
+}
+
+// median is the step's median duration; 0 if no node went through it.
+func (p phase) median() time.Duration {
+	if len(p.samples) == 0 {
+		return 0
+	}
+	return median(p.samples)
+}
+
+// String gives the step's median, 90th percentile and maximum: the spread
+// of a step delays the slot chains it is part of.
+func (p phase) String() string {
+	if len(p.samples) == 0 {
+		return p.name + ": no samples"
+	}
+	return fmt.Sprintf("%s: median %.2fs, p90 %.2fs, max %.2fs (%d)", p.name, p.median().Seconds(),
+		percentile(p.samples, 0.9).Seconds(), slices.Max(p.samples).Seconds(), len(p.samples))
 }
 
 // timeline is when the benchmark's watches saw a node's maintenance go
@@ -112,18 +138,15 @@ type timeline struct {
 	created, drained, entered, deleting, gone, left time.Time
 }
 
-// spanMedian is the median of to - from over the timelines that have both.
-func spanMedian(timelines map[string]*timeline, span func(*timeline) (from, to time.Time)) time.Duration {
+// spans are the durations to - from over the timelines that have both.
+func spans(timelines map[string]*timeline, span func(*timeline) (from, to time.Time)) []time.Duration {
 	var d []time.Duration
 	for _, t := range timelines {
 		if from, to := span(t); !from.IsZero() && !to.IsZero() {
 			d = append(d, to.Sub(from))
 		}
 	}
-	if len(d) == 0 {
-		return 0
-	}
-	return median(d)
+	return d
 }
 
 func runFleet(b *testing.B, binary string, nodes int) {
@@ -176,8 +199,9 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	b.Logf("nodes=%d: most in maintenance at once %d, most drains at once %d (budget %d); manager peak RSS %.0f MB; %.1f API requests per node",
 		nodes, res.mostInMaintenance, res.mostDraining, budget, float64(res.peakRSS)/(1<<20), res.requests)
 	for _, p := range res.phases {
-		b.Logf("nodes=%d: median %s: %.2fs", nodes, p.name, p.median.Seconds())
+		b.Logf("nodes=%d: %s", nodes, p)
 	}
+	b.Logf("nodes=%d: slots held %.1f%% of the time; last NodeMaintenance created at %.1fs", nodes, 100*res.occupancy, res.lastAdmission.Seconds())
 	b.Logf("nodes=%d: manager's largest resident set sampled during the maintenance: %s", nodes, res.peak)
 	b.Logf("nodes=%d: CPU during the maintenance, share of one core: %s", nodes, res.cpu.share(res.makespan))
 	m.controllerLoad(b)
@@ -363,8 +387,18 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	if err != nil {
 		return res, err
 	}
-	res.drain = spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })
+	if drains := spans(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained }); len(drains) > 0 {
+		res.drain = median(drains)
+	}
 	res.phases = fleetPhases(start, timelines, admissions, exits, budget)
+	var held time.Duration
+	for _, d := range spans(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.left }) {
+		held += d
+	}
+	res.occupancy = held.Seconds() / (float64(budget) * res.makespan.Seconds())
+	if len(admissions) > 0 {
+		res.lastAdmission = admissions[len(admissions)-1].Sub(start)
+	}
 	rounds := (nodes + budget - 1) / budget
 	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
 	return res, nil
@@ -375,15 +409,18 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, exits []time.Time, budget int) []phase {
 	var phases []phase
 	if len(admissions) > 0 {
-		phases = append(phases, phase{"start (all nodes annotated at once) → first NodeMaintenance created", admissions[0].Sub(start)})
+		phases = append(phases, phase{"start (all nodes annotated at once) → first NodeMaintenance created", []time.Duration{admissions[0].Sub(start)}})
 	}
-	phases = append(phases, []phase{
-		{"NodeMaintenance created → Drained", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.drained })},
-		{"drained → in-maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered })},
-		{"in-maintenance → NodeMaintenance deleted", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting })},
-		{"deleted → NodeMaintenance gone (node restored)", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone })},
-		{"gone → node out of maintenance", spanMedian(timelines, func(t *timeline) (time.Time, time.Time) { return t.gone, t.left })},
-	}...)
+	step := func(name string, span func(t *timeline) (time.Time, time.Time)) phase {
+		return phase{name, spans(timelines, span)}
+	}
+	phases = append(phases,
+		step("NodeMaintenance created → Drained", func(t *timeline) (time.Time, time.Time) { return t.created, t.drained }),
+		step("drained → in-maintenance", func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered }),
+		step("in-maintenance → NodeMaintenance deleted", func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting }),
+		step("deleted → NodeMaintenance gone (node restored)", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone }),
+		step("gone → node out of maintenance", func(t *timeline) (time.Time, time.Time) { return t.gone, t.left }),
+	)
 	// The k-th admission after the first budget ones took the slot the
 	// (k-budget)-th exit freed.
 	var refills []time.Duration
@@ -391,7 +428,7 @@ func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, ex
 		refills = append(refills, admissions[k].Sub(exits[k-budget]))
 	}
 	if len(refills) > 0 {
-		phases = append(phases, phase{"node out of maintenance → next NodeMaintenance created", median(refills)})
+		phases = append(phases, phase{"node out of maintenance → next NodeMaintenance created", refills})
 	}
 	return phases
 }
@@ -399,7 +436,7 @@ func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, ex
 func phaseSummary(phases []phase) string {
 	var parts []string
 	for _, p := range phases {
-		parts = append(parts, fmt.Sprintf("median %s %.2fs", p.name, p.median.Seconds()))
+		parts = append(parts, p.String())
 	}
 	return strings.Join(parts, ", ")
 }

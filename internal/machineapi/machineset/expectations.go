@@ -84,27 +84,34 @@ func (e *expectations) deletionObserved(key types.NamespacedName, uid types.UID)
 	}
 }
 
+// syncState is what satisfied answers.
+type syncState struct {
+	// ok says that the cache shows everything the set did.
+	ok bool
+	// wait is, when not ok, how long until the expectation times out.
+	wait time.Duration
+}
+
 // satisfied says whether the set's cache shows everything it did, so it
-// may count its Machines and act again; if not, wait is how long until the
-// expectation times out. A timed-out expectation is dropped: the set
-// counts from its cache again.
-func (e *expectations) satisfied(key types.NamespacedName) (ok bool, wait time.Duration) {
+// may count its Machines and act again. A timed-out expectation is
+// dropped: the set counts from its cache again.
+func (e *expectations) satisfied(key types.NamespacedName) syncState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x, found := e.byKey[key]
 	if !found {
-		return true, 0
+		return syncState{ok: true}
 	}
 	if x.creations <= 0 && x.deletions.Len() == 0 {
 		delete(e.byKey, key)
-		return true, 0
+		return syncState{ok: true}
 	}
-	wait = x.since.Add(expectationsTimeout).Sub(e.clock.Now())
+	wait := x.since.Add(expectationsTimeout).Sub(e.clock.Now())
 	if wait <= 0 {
 		delete(e.byKey, key)
-		return true, 0
+		return syncState{ok: true}
 	}
-	return false, wait
+	return syncState{wait: wait}
 }
 
 // forget drops what a deleted MachineSet waited for.

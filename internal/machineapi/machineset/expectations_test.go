@@ -112,7 +112,8 @@ func TestExpectations(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(epoch)
 			e := newExpectations(clk)
 			tc.steps(e, clk)
-			ok, wait := e.satisfied(set)
+			got := e.satisfied(set)
+			ok, wait := got.ok, got.wait
 			if ok != tc.wantOK || wait != tc.wantWait {
 				t.Errorf("satisfied = %v, wait %s; want %v, %s", ok, wait, tc.wantOK, tc.wantWait)
 			}

@@ -60,6 +60,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	base := ms.DeepCopy()
 	defer func() { result, err = r.finish(ctx, base, ms, result, err) }()
 
+	// Whether the cache shows the set's last creations and deletions is
+	// asked before its Machines are listed: asked after, the last expected
+	// event could arrive between the two, and the set would count from a
+	// list that misses it and create or delete a Machine twice.
+	synced := r.expectations.satisfied(req.NamespacedName)
 	selector, invalid := validate(ms)
 	if invalid != nil {
 		// Retrying cannot fix the spec; its next change wakes the set.
@@ -76,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	var availableIn time.Duration
 	ms.Status, availableIn = replicaStatus(ms, owned, nodes, r.clock.Now())
-	result, err = r.reconcileReplicas(ctx, ms, owned)
+	result, err = r.reconcileReplicas(ctx, ms, owned, synced)
 	return earliest(result, ctrl.Result{RequeueAfter: availableIn}), err
 }
 
@@ -109,11 +114,10 @@ func isRace(err error) bool {
 // creations and deletions yet: counting then would count wrong. The
 // Machines' watch events wake the set as the cache catches up; the wait
 // is a safety net for events that never come.
-func (r *Reconciler) reconcileReplicas(ctx context.Context, ms *machinev1beta1.MachineSet, owned []*machinev1beta1.Machine) (ctrl.Result, error) {
-	key := client.ObjectKeyFromObject(ms)
-	if ok, wait := r.expectations.satisfied(key); !ok {
+func (r *Reconciler) reconcileReplicas(ctx context.Context, ms *machinev1beta1.MachineSet, owned []*machinev1beta1.Machine, synced syncState) (ctrl.Result, error) {
+	if !synced.ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("waiting for the cache to show the last changes to machines")
-		return ctrl.Result{RequeueAfter: wait}, nil
+		return ctrl.Result{RequeueAfter: synced.wait}, nil
 	}
 	switch diff := len(owned) - replicasOf(ms); {
 	case diff < 0:
