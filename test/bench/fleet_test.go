@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,6 +106,9 @@ type fleetResult struct {
 	// last NodeMaintenance was created, from the start.
 	occupancy     float64
 	lastAdmission time.Duration
+	// apiRequests are the API server's answers per node maintained to what
+	// pitstop does, by verb, resource and code.
+	apiRequests string
 }
 
 // phase is one step of a node's maintenance: how long it took for each
@@ -188,7 +192,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	if err := cl.Create(ctx, fleetProfileFor(budget)); err != nil {
 		b.Fatal(err)
 	}
-	res, err := maintainFleet(ctx, cl, m, c.PIDs(), nodes, budget)
+	res, err := maintainFleet(ctx, cl, c.Clientset, m, c.PIDs(), nodes, budget)
 	if err != nil {
 		m.controllerLoad(b)
 		b.Fatal(err)
@@ -201,6 +205,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	for _, p := range res.phases {
 		b.Logf("nodes=%d: %s", nodes, p)
 	}
+	b.Logf("nodes=%d: the API server's answers per node to what pitstop does: %s", nodes, res.apiRequests)
 	b.Logf("nodes=%d: slots held %.1f%% of the time; last NodeMaintenance created at %.1fs", nodes, 100*res.occupancy, res.lastAdmission.Seconds())
 	b.Logf("nodes=%d: manager's largest resident set sampled during the maintenance: %s", nodes, res.peak)
 	b.Logf("nodes=%d: CPU during the maintenance, share of one core: %s", nodes, res.cpu.share(res.makespan))
@@ -250,7 +255,7 @@ func fleetProfileFor(budget int) *pitstopv1alpha1.MaintenanceProfile {
 
 // maintainFleet annotates every node at once and watches nodes and
 // NodeMaintenances until every node has been through maintenance.
-func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, clusterPIDs []int, nodes, budget int) (fleetResult, error) {
+func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Interface, m *managerProcess, clusterPIDs []int, nodes, budget int) (fleetResult, error) {
 	var res fleetResult
 	nodeList := &corev1.NodeList{}
 	if err := cl.List(ctx, nodeList); err != nil {
@@ -273,6 +278,10 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 	}
 	defer nmWatch.Stop()
 	requestsBefore, err := m.requests()
+	if err != nil {
+		return res, err
+	}
+	answeredBefore, err := readAPIRequests(ctx, cs)
 	if err != nil {
 		return res, err
 	}
@@ -383,6 +392,11 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, m *managerProcess, 
 		return res, err
 	}
 	res.requests = (requestsAfter - requestsBefore) / float64(nodes)
+	answered, err := readAPIRequests(ctx, cs)
+	if err != nil {
+		return res, err
+	}
+	res.apiRequests = answered.perNode(answeredBefore, nodes)
 	res.peakRSS, err = m.peakRSS()
 	if err != nil {
 		return res, err

@@ -38,3 +38,12 @@ func (r *Reconciler) SlotStale(now time.Time) budget.Stale { return r.notInMaint
 func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error), error) {
 	return informerNodes(c)
 }
+
+// WriteNode writes want over node as the engine does; ErrStale when the
+// node changed since it was read in a way the write depends on.
+func (r *Reconciler) WriteNode(ctx context.Context, node, want *corev1.Node) error {
+	return r.writeNode(ctx, node, want)
+}
+
+// ErrStale is what a write from a view the node no longer matches returns.
+var ErrStale = errStale

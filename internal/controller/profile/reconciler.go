@@ -158,9 +158,9 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 
 	writeRecord(want, record)
 	if !equality.Semantic.DeepEqual(node, want) {
-		if err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{}, errStale
+		if err := r.writeNode(ctx, node, want); err != nil {
+			if errors.Is(err, errStale) {
+				return ctrl.Result{}, err
 			}
 			return ctrl.Result{}, fmt.Errorf("writing node %s: %w", node.Name, err)
 		}

@@ -4,14 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
-	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -106,7 +104,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := pitstopmetrics.Replace(newNodesCollector(mgr.GetClient(), r.records)); err != nil {
 		return nil, err
 	}
-	status := &statusReconciler{client: mgr.GetClient(), nodes: r.nodes, profiles: r.profiles, records: r.records}
+	status := newStatusReconciler(mgr.GetClient(), r.nodes, r.profiles, r.records, r.clock)
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("profile-status").
 		For(&pitstopv1alpha1.MaintenanceProfile{}).
@@ -222,84 +220,6 @@ func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*pitstopv1alpha1.NodeMaintenance).Spec.NodeName}}}
-}
-
-// statusReconciler writes each profile's status: whether it is valid, and
-// its nodes per state.
-type statusReconciler struct {
-	client   client.Client
-	nodes    nodeLister
-	profiles *registry
-	records  *recordCache
-}
-
-func (s *statusReconciler) allProfiles(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &pitstopv1alpha1.MaintenanceProfileList{}
-	if err := s.client.List(ctx, list); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
-	}
-	return reqs
-}
-
-// Condition types of a MaintenanceProfile.
-const (
-	ConditionValid = "Valid"
-	ConditionReady = "Ready"
-)
-
-func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &pitstopv1alpha1.MaintenanceProfile{}
-	if err := s.client.Get(ctx, req.NamespacedName, p); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	before := p.DeepCopy()
-	running, err := s.profiles.get(p)
-	valid := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "Compiled", Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
-	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the engine runs this generation", ObservedGeneration: p.Generation}
-	if err != nil {
-		valid = metav1.Condition{Type: ConditionValid, Status: metav1.ConditionFalse, Reason: "Invalid", Message: err.Error(), ObservedGeneration: p.Generation}
-		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "NotRunning", Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
-		if running != nil {
-			ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "RunningPreviousGeneration",
-				Message: "the engine keeps running generation " + strconv.FormatInt(running.spec.Generation, 10) + ", the last valid one", ObservedGeneration: p.Generation}
-		}
-	}
-	meta.SetStatusCondition(&p.Status.Conditions, valid)
-	meta.SetStatusCondition(&p.Status.Conditions, ready)
-
-	nodes, err := s.nodes(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	counts := map[pitstopv1alpha1.MaintenanceState]int32{
-		pitstopv1alpha1.StateOperational: 0, pitstopv1alpha1.StateMaintenanceRequired: 0, pitstopv1alpha1.StateInMaintenance: 0,
-	}
-	var last time.Time
-	for _, node := range nodes {
-		rec, err := s.records.read(node)
-		if err != nil {
-			continue
-		}
-		if pr, ok := rec.Profiles[p.Name]; ok {
-			counts[pr.Current]++
-			if pr.Since.After(last) && pr.Current != pr.Previous {
-				last = pr.Since.Time
-			}
-		}
-	}
-	p.Status.Nodes = counts
-	if !last.IsZero() {
-		p.Status.LastTransitionTime = &metav1.Time{Time: last}
-	}
-	p.Status.ObservedGeneration = p.Generation
-	if equality.Semantic.DeepEqual(before.Status, p.Status) {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, client.IgnoreNotFound(s.client.Status().Patch(ctx, p, client.MergeFrom(before)))
 }
 
 // wakeOnSlotDeleted wakes the nodes waiting on a budget once the cache

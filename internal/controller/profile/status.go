@@ -1,0 +1,140 @@
+package profile
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+)
+
+// statusReconciler writes each profile's status: whether it is valid, and
+// its nodes per state.
+type statusReconciler struct {
+	client   client.Client
+	nodes    nodeLister
+	profiles *registry
+	records  *recordCache
+	clock    clock.PassiveClock
+
+	// written is when each profile's status was last written, for
+	// statusCountsInterval.
+	mu      sync.Mutex
+	written map[string]time.Time
+}
+
+// statusCountsInterval paces the status writes that only move the nodes
+// per state and the last transition time: on a fleet where nodes change
+// state several times a second, each change would otherwise be a write of
+// the profile (at 100 nodes, four writes per node maintained). The counts
+// are at most this old; a change of the conditions is written at once.
+const statusCountsInterval = 2 * time.Second
+
+func newStatusReconciler(c client.Client, nodes nodeLister, profiles *registry, records *recordCache, clk clock.PassiveClock) *statusReconciler {
+	return &statusReconciler{client: c, nodes: nodes, profiles: profiles, records: records, clock: clk, written: map[string]time.Time{}}
+}
+
+func (s *statusReconciler) allProfiles(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &pitstopv1alpha1.MaintenanceProfileList{}
+	if err := s.client.List(ctx, list); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, p := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: p.Name}})
+	}
+	return reqs
+}
+
+// Condition types of a MaintenanceProfile.
+const (
+	ConditionValid = "Valid"
+	ConditionReady = "Ready"
+)
+
+func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &pitstopv1alpha1.MaintenanceProfile{}
+	if err := s.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := p.DeepCopy()
+	running, err := s.profiles.get(p)
+	valid := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "Compiled", Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the engine runs this generation", ObservedGeneration: p.Generation}
+	if err != nil {
+		valid = metav1.Condition{Type: ConditionValid, Status: metav1.ConditionFalse, Reason: "Invalid", Message: err.Error(), ObservedGeneration: p.Generation}
+		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "NotRunning", Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
+		if running != nil {
+			ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "RunningPreviousGeneration",
+				Message: "the engine keeps running generation " + strconv.FormatInt(running.spec.Generation, 10) + ", the last valid one", ObservedGeneration: p.Generation}
+		}
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, valid)
+	meta.SetStatusCondition(&p.Status.Conditions, ready)
+
+	nodes, err := s.nodes(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	counts := map[pitstopv1alpha1.MaintenanceState]int32{
+		pitstopv1alpha1.StateOperational: 0, pitstopv1alpha1.StateMaintenanceRequired: 0, pitstopv1alpha1.StateInMaintenance: 0,
+	}
+	var last time.Time
+	for _, node := range nodes {
+		rec, err := s.records.read(node)
+		if err != nil {
+			continue
+		}
+		if pr, ok := rec.Profiles[p.Name]; ok {
+			counts[pr.Current]++
+			if pr.Since.After(last) && pr.Current != pr.Previous {
+				last = pr.Since.Time
+			}
+		}
+	}
+	p.Status.Nodes = counts
+	if !last.IsZero() {
+		p.Status.LastTransitionTime = &metav1.Time{Time: last}
+	}
+	p.Status.ObservedGeneration = p.Generation
+	if equality.Semantic.DeepEqual(before.Status, p.Status) {
+		return ctrl.Result{}, nil
+	}
+	if wait := s.countsWait(before, p); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if err := s.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written[p.Name] = s.clock.Now()
+	return ctrl.Result{}, nil
+}
+
+// countsWait says how long a status change that only moves the counts
+// waits for statusCountsInterval since the profile's last write; 0 when it
+// may be written now.
+func (s *statusReconciler) countsWait(before, after *pitstopv1alpha1.MaintenanceProfile) time.Duration {
+	if !equality.Semantic.DeepEqual(before.Status.Conditions, after.Status.Conditions) ||
+		before.Status.ObservedGeneration != after.Status.ObservedGeneration {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, ok := s.written[after.Name]
+	if !ok {
+		return 0
+	}
+	return max(last.Add(statusCountsInterval).Sub(s.clock.Now()), 0)
+}

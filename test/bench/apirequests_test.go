@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+)
+
+// apiRequests counts the requests the API server answered, by verb,
+// resource, subresource and code (apiserver_request_total), as read from
+// its /metrics. The counts are every client's; the benchmark reads them
+// for the resources pitstop writes, where its requests are most of them.
+type apiRequests map[string]float64
+
+// readAPIRequests reads the API server's request counters.
+func readAPIRequests(ctx context.Context, cs kubernetes.Interface) (apiRequests, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's metrics: %w", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
+	}
+	out := apiRequests{}
+	family := families["apiserver_request_total"]
+	if family == nil {
+		return out, nil
+	}
+	for _, m := range family.GetMetric() {
+		l := labelsOf(m)
+		key := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		out[key+" "+l["code"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	l := map[string]string{}
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+// perNode gives the requests answered since before, for the resources
+// pitstop writes, divided by nodes, largest first: "PATCH nodes 200 4.1,
+// PATCH nodes 409 1.2, …".
+func (after apiRequests) perNode(before apiRequests, nodes int) string {
+	type count struct {
+		key string
+		n   float64
+	}
+	var counts []count
+	for key, v := range after {
+		if !writtenByPitstop(key) {
+			continue
+		}
+		if d := (v - before[key]) / float64(nodes); d >= 0.05 {
+			counts = append(counts, count{key, d})
+		}
+	}
+	sort.Slice(counts, func(i, j int) bool { return counts[i].n > counts[j].n })
+	parts := make([]string, len(counts))
+	for i, c := range counts {
+		parts[i] = fmt.Sprintf("%s %.2f", c.key, c.n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writtenByPitstop says whether a request key is about what pitstop does
+// during a maintenance: its nodes' writes and rereads, its
+// NodeMaintenances, its budget slots (created, listed and deleted; the
+// simulated kubelets update their own Leases) and the evictions. Events
+// are left out: the scheduler and the controller manager write most.
+func writtenByPitstop(key string) bool {
+	verb, rest, _ := strings.Cut(key, " ")
+	resource, _, _ := strings.Cut(rest, " ")
+	switch resource {
+	case "nodes", "nodemaintenances", "nodemaintenances/status", "maintenanceprofiles/status":
+		return verb != "WATCH" && verb != "LIST"
+	case "leases":
+		return verb == "POST" || verb == "DELETE" || verb == "LIST"
+	case "pods/eviction":
+		return true
+	}
+	return false
+}
