@@ -2,6 +2,7 @@ package nodemaintenance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 )
 
 // quorumRetry is how often a control-plane maintenance held back by the
@@ -177,18 +179,29 @@ func restored(node *corev1.Node) *corev1.Node {
 	return want
 }
 
-// patchNode writes change(node) under an optimistic lock, if it changes
-// anything. When the node read from the cache was behind the API server
-// (most often the kubelet's status update), it applies change to the API
-// server's copy and writes that, rather than waiting for a requeue. It
-// returns the node as it now is, and whether it wrote it.
+// nodeLock is what cordoned and restored read beyond what they change:
+// whether pitstop recorded the node as cordoned before, whether it is
+// unschedulable, and its taints. A write is locked on these and on what it
+// changes, not on the whole node, so that the profile engine's record or
+// another controller's label written in between does not make it fail.
+var nodeLock = nodepatch.Lock{
+	Annotations:   []string{pitstopv1alpha1.AnnotationCordonedBefore},
+	Unschedulable: true,
+	Taints:        true,
+}
+
+// patchNode writes change(node), if it changes anything, locked on
+// nodeLock. When a locked field of the node read from the cache was behind
+// the API server, it applies change to the API server's copy and writes
+// that, rather than waiting for a requeue; a second stale write is a
+// conflict. It returns the node as it now is, and whether it wrote it.
 func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, change func(*corev1.Node) *corev1.Node) (*corev1.Node, bool, error) {
 	want := change(node)
 	if equality.Semantic.DeepEqual(node, want) {
 		return node, false, nil
 	}
-	err := r.client.Patch(ctx, want, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{}))
-	if !apierrors.IsConflict(err) {
+	err := nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodeLock)
+	if !errors.Is(err, nodepatch.ErrStale) {
 		return want, err == nil, err
 	}
 	live := &corev1.Node{}
@@ -199,7 +212,10 @@ func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, change fu
 	if equality.Semantic.DeepEqual(live, want) {
 		return live, false, nil
 	}
-	err = r.client.Patch(ctx, want, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{}))
+	err = nodepatch.Write(ctx, r.client, r.apiReader, live, want, nodeLock)
+	if errors.Is(err, nodepatch.ErrStale) {
+		err = apierrors.NewConflict(corev1.Resource("nodes"), node.Name, err)
+	}
 	return want, err == nil, err
 }
 
