@@ -561,26 +561,41 @@ func (s staleNodes) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 }
 
 // TestStaleCachedNodeIsEvaluatedFromTheAPIServer: when the cached node is
-// behind the API server, the write loses its optimistic lock; the node is
-// evaluated again at once from the API server's copy and written, instead
-// of waiting for a requeue (on a busy fleet the queue is seconds deep, and
-// most conflicts are the node's own status updates).
+// behind the API server in what the engine's write depends on (its record,
+// written by an evaluation the cache has not seen yet), the write fails its
+// test; the node is evaluated again at once from the API server's copy and
+// written, instead of waiting for a requeue (on a busy fleet the queue is
+// seconds deep). The kubelet's status written in between is kept.
 func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
 	p := rollingProfile("stale-cache", "stale-cache", 1)
 	testutil.Create(t, env.Client, p)
 	node := testutil.Node("stale-cache-0", testutil.WithLabels(map[string]string{"pool": "stale-cache"}),
-		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+		func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/note": "x"} })
 	testutil.Create(t, env.Client, node)
 	stale := testutil.GetNode(t, env.Client, node.Name)
-	// The kubelet reports in: the API server's node moves on.
-	live := stale.DeepCopy()
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: node.Name}}
+	// An evaluation the cache has not seen records the node operational.
+	if _, err := profile.NewBareReconciler(env.Client, env.Client).Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	// The node is asked for maintenance, and the kubelet reports in.
+	live := testutil.GetNode(t, env.Client, node.Name)
+	if _, err := engine.ReadRecord(live); err != nil || live.Annotations[engine.AnnotationData] == "" {
+		t.Fatalf("the first evaluation wrote no record: %v", err)
+	}
+	patch := client.MergeFrom(live.DeepCopy())
+	live.Annotations["reboot-needed"] = "true"
+	if err := env.Client.Patch(t.Context(), live, patch); err != nil {
+		t.Fatal(err)
+	}
 	live.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 	if err := env.Client.Status().Update(t.Context(), live); err != nil {
 		t.Fatal(err)
 	}
+	stale.Annotations["reboot-needed"] = "true" // the cache saw the request, not the record
 
 	r := profile.NewBareReconciler(staleNodes{Client: env.Client, nodes: map[string]*corev1.Node{node.Name: stale}}, env.Client)
-	res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: node.Name}})
+	res, err := r.Reconcile(t.Context(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,6 +605,58 @@ func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
 	}
 	if len(got.Status.Conditions) != 1 {
 		t.Errorf("the kubelet's status was lost: %+v", got.Status.Conditions)
+	}
+}
+
+// TestAMoveRecordsTheNewStatesChecksInTheSameWrite: the write that moves a
+// node records the checks of the state it enters, evaluated on the node as
+// the triggers left it, so the next evaluation, finding nothing changed,
+// writes nothing.
+func TestAMoveRecordsTheNewStatesChecksInTheSameWrite(t *testing.T) {
+	p := &pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "one-write"},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "one-write"}},
+			Checks: []pitstopv1alpha1.CheckInstance{
+				{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: "reboot-needed"}},
+				{Name: "approved", HasLabel: &pitstopv1alpha1.KeyValueCheck{Key: "approved"}},
+			},
+			Triggers: []pitstopv1alpha1.TriggerInstance{
+				{Name: "mark", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: "marked", Value: ptr.To("yes")}},
+			},
+			States: pitstopv1alpha1.StatesSpec{
+				Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "wanted", Triggers: []string{"mark"}, Next: pitstopv1alpha1.StateMaintenanceRequired}}},
+				MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "approved", Next: pitstopv1alpha1.StateInMaintenance}}},
+				InMaintenance:       pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "!wanted", Next: pitstopv1alpha1.StateOperational}}},
+			},
+		},
+	}
+	testutil.Create(t, env.Client, p)
+	node := testutil.Node("one-write-0", testutil.WithLabels(map[string]string{"pool": "one-write"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+	testutil.Create(t, env.Client, node)
+	r := profile.NewBareReconciler(env.Client, env.Client)
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: node.Name}}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	moved := testutil.GetNode(t, env.Client, node.Name)
+	rec, err := engine.ReadRecord(moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := rec.Profiles["one-write"]
+	if pr.Current != pitstopv1alpha1.StateMaintenanceRequired || moved.Labels["marked"] != "yes" {
+		t.Fatalf("after one reconcile: state %s, marked %q; want %s, yes", pr.Current, moved.Labels["marked"], pitstopv1alpha1.StateMaintenanceRequired)
+	}
+	if passed, ok := pr.Checks["approved"]; !ok || passed || len(pr.Checks) != 1 {
+		t.Fatalf("the move recorded checks %v, want the entered state's: approved=false", pr.Checks)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if again := testutil.GetNode(t, env.Client, node.Name); again.ResourceVersion != moved.ResourceVersion {
+		t.Errorf("the evaluation after the move wrote the node again (resourceVersion %s → %s)", moved.ResourceVersion, again.ResourceVersion)
 	}
 }
 

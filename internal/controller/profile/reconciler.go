@@ -244,11 +244,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	transitions := c.engine.Transitions[pr.Current]
 	in, d := evaluate(ctx, c, node, *record, view, now)
 	r.remember(node.Name, name, d)
-	passed := make(map[string]bool, len(in.Results))
-	for n, res := range in.Results {
-		passed[n] = res.Passed && in.Errors[n] == nil
-	}
-	record.SetChecks(name, passed)
+	record.SetChecks(name, passedChecks(in))
 	requeue := until(d.NextChange, now)
 	if d.Take < 0 {
 		record.ClearFailures(name) // what failed is no longer wanted
@@ -297,6 +293,12 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	*want = *scratch
 	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance
 	record.Move(name, t.Next, now)
+	// The new state's checks go into the same write as the move: recorded
+	// by the next evaluation instead, they would cost a second write of
+	// the node after every move. They are evaluated on the node as the
+	// triggers left it, as the next evaluation will see it.
+	entered, _ := evaluate(ctx, c, want, *record, view, now)
+	record.SetChecks(name, passedChecks(entered))
 	// Told only once the move is written: a write that loses a conflict
 	// is retried, and the move must be reported once.
 	*afterWrite = append(*afterWrite, func() {
@@ -590,6 +592,15 @@ func evaluate(ctx context.Context, c *compiled, node *corev1.Node, record engine
 		}
 	}
 	return in, engine.Decide(in)
+}
+
+// passedChecks says, for each check evaluated, whether it passed.
+func passedChecks(in engine.Input) map[string]bool {
+	passed := make(map[string]bool, len(in.Results))
+	for n, res := range in.Results {
+		passed[n] = res.Passed && in.Errors[n] == nil
+	}
+	return passed
 }
 
 // waitingToRetry says why a passing transition waits: its last attempt
