@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,13 +135,32 @@ func PodsOn(t testing.TB, c client.Client, ns, node string) []string {
 	return names
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no earlier call in this test binary returned: the kernel may give
+// the same ephemeral port to two listeners opened and closed one after the
+// other, and two servers of one test (a dashboard and a webhook) then
+// collide.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		portsMu.Lock()
+		taken := portsGiven[port]
+		portsGiven[port] = true
+		portsMu.Unlock()
+		if !taken {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
+
+// portsGiven are the ports FreePort returned.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
