@@ -79,14 +79,10 @@ func Write(ctx context.Context, c client.Client, reader client.Reader, node, wan
 type op struct {
 	Op   string `json:"op"`
 	Path string `json:"path"`
-	// Value is left out of a test of an absent field, which the API
-	// server's JSON patch library (gopkg.in/evanphx/json-patch.v4) takes
-	// as "absent".
+	// Value is, for a test, the value read; nil (left out) for a field
+	// that was absent, which the API server's JSON patch library
+	// (gopkg.in/evanphx/json-patch.v4) takes as "absent".
 	Value any `json:"value,omitempty"`
-	// read and present are, for a test, the value read and whether the
-	// field was there.
-	read    any
-	present bool
 }
 
 // lockedOps returns the operations that turn node into want, each field
@@ -113,7 +109,7 @@ func lockedOps(node, want *corev1.Node, lock Lock) ([]op, bool) {
 		if want.Spec.Unschedulable {
 			is = true
 		}
-		ops = fieldOps(ops, "/spec/unschedulable", was, is, node.Spec.Unschedulable, want.Spec.Unschedulable)
+		ops = fieldOps(ops, "/spec/unschedulable", was, is)
 	}
 	if lock.Taints || !equality.Semantic.DeepEqual(node.Spec.Taints, want.Spec.Taints) {
 		var was, is any
@@ -123,7 +119,7 @@ func lockedOps(node, want *corev1.Node, lock Lock) ([]op, bool) {
 		if len(want.Spec.Taints) > 0 {
 			is = want.Spec.Taints
 		}
-		ops = fieldOps(ops, "/spec/taints", was, is, was != nil, is != nil)
+		ops = fieldOps(ops, "/spec/taints", was, is)
 	}
 	return ops, true
 }
@@ -160,19 +156,19 @@ func mapOps(ops []op, prefix string, from, to map[string]string, locked []string
 		if has {
 			is = now
 		}
-		ops = fieldOps(ops, prefix+escape(k), was, is, had, has)
+		ops = fieldOps(ops, prefix+escape(k), was, is)
 	}
 	return ops
 }
 
-// fieldOps appends a test of the value read (was, absent unless had) and,
-// if it changes, the operation that sets is (absent unless has).
-func fieldOps(ops []op, path string, was, is any, had, has bool) []op {
-	ops = append(ops, op{Op: "test", Path: path, Value: was, read: was, present: had})
+// fieldOps appends a test of the value read (was; nil for an absent
+// field) and, if it changes, the operation that sets is (nil: removes it).
+func fieldOps(ops []op, path string, was, is any) []op {
+	ops = append(ops, op{Op: "test", Path: path, Value: was})
 	switch {
-	case has && (!had || !equality.Semantic.DeepEqual(was, is)):
+	case is != nil && (was == nil || !equality.Semantic.DeepEqual(was, is)):
 		ops = append(ops, op{Op: "add", Path: path, Value: is})
-	case had && !has:
+	case was != nil && is == nil:
 		ops = append(ops, op{Op: "remove", Path: path})
 	}
 	return ops
@@ -185,7 +181,7 @@ func changed(ops []op, live *corev1.Node) bool {
 			continue
 		}
 		now, present := valueAt(live, o.Path)
-		if present != o.present || present && !equality.Semantic.DeepEqual(now, o.read) {
+		if present != (o.Value != nil) || present && !equality.Semantic.DeepEqual(now, o.Value) {
 			return true
 		}
 	}
