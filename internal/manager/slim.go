@@ -14,15 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
 // cacheOptions keeps the informer cache small on large fleets. Every pod of
 // the cluster is cached (the drains find a node's pods through it), so a
-// pod keeps only what pitstop reads; nodes lose their image lists and
-// volume bookkeeping. Writes to pods and nodes are patches computed against
-// the cached object, so the fields left out are never written back. Of the
-// Leases, only the budget slots in pitstop's namespace are cached (not the
-// nodes' heartbeats).
+// pod keeps only what pitstop reads, in a compact form (package podcache);
+// nodes lose their image lists and volume bookkeeping. Writes to pods and
+// nodes are patches computed against the cached object, so the fields left
+// out are never written back. Of the Leases, only the budget slots in
+// pitstop's namespace are cached (not the nodes' heartbeats).
 func cacheOptions(namespace string) cache.Options {
 	slots, _ := labels.NewRequirement(budget.LabelBudget, selection.Exists, nil)
 	return cache.Options{
@@ -41,7 +42,9 @@ func cacheOptions(namespace string) cache.Options {
 // podSlimmer keeps what the drain plan, its blocker reports and the checks
 // read of a pod: identity, labels (PDB and skip selectors), owners
 // (DaemonSet and unmanaged pods), the mirror-pod annotation, deletion,
-// node, priority, preferred node affinity and phase.
+// node, priority, preferred node affinity and phase. It keeps them in a
+// podcache.Pod, a quarter of the size of a corev1.Pod with the same
+// fields set; reads through the cache expand it back.
 //
 // Pods of one ReplicaSet, DaemonSet or Job carry equal labels and owner
 // references; the cache keeps one copy of each for all of them (on a
@@ -69,8 +72,7 @@ func (s *podSlimmer) slim(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	slim := &corev1.Pod{
-		TypeMeta: pod.TypeMeta,
+	slim := &podcache.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:                       pod.Name,
 			Namespace:                  pod.Namespace,
@@ -80,21 +82,17 @@ func (s *podSlimmer) slim(obj any) (any, error) {
 			DeletionTimestamp:          pod.DeletionTimestamp,
 			DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
 		},
-		Spec: corev1.PodSpec{
-			NodeName:          pod.Spec.NodeName,
-			Priority:          pod.Spec.Priority,
-			PriorityClassName: pod.Spec.PriorityClassName,
-		},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+		NodeName:          pod.Spec.NodeName,
+		Phase:             pod.Status.Phase,
+		Priority:          pod.Spec.Priority,
+		PriorityClassName: pod.Spec.PriorityClassName,
 	}
 	slim.Labels, slim.OwnerReferences = s.shared(pod.Labels, pod.OwnerReferences)
 	if v, ok := pod.Annotations[corev1.MirrorPodAnnotationKey]; ok {
 		slim.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: v}
 	}
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
-		slim.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			PreferredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
-		}}
+		slim.PreferredAffinity = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 	}
 	return slim, nil
 }

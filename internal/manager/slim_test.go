@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pitstop-dev/pitstop/internal/drain"
+	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
 // TestSlimPodsPlanTheSameDrain: a drain planned over the cache's slim pods
@@ -61,7 +62,7 @@ func TestSlimPodsPlanTheSameDrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slim[i] = *out.(*corev1.Pod)
+		slim[i] = *out.(*podcache.Pod).Expand()
 		if len(slim[i].Spec.Containers) != 0 || slim[i].ManagedFields != nil || slim[i].Status.PodIP != "" ||
 			slim[i].Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
 			t.Errorf("slim pod %s still carries what pitstop never reads: %+v", full[i].Name, slim[i])
@@ -91,12 +92,12 @@ func TestSlimPodsShareEqualLabelsAndOwners(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels, OwnerReferences: owners}}
 	}
 	s := newPodSlimmer()
-	slim := func(p *corev1.Pod) *corev1.Pod {
+	slim := func(p *corev1.Pod) *podcache.Pod {
 		out, err := s.slim(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.(*corev1.Pod)
+		return out.(*podcache.Pod)
 	}
 	a := slim(pod("web-a", map[string]string{"app": "web", "pod-template-hash": "1"}, owner("web-1")))
 	b := slim(pod("web-b", map[string]string{"pod-template-hash": "1", "app": "web"}, owner("web-1")))
@@ -104,7 +105,7 @@ func TestSlimPodsShareEqualLabelsAndOwners(t *testing.T) {
 	d := slim(pod("web-d", map[string]string{"app": "web", "pod-template-hash": "1"},
 		[]metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web-1", Controller: ptr.To(false)}}))
 	e := slim(pod("bare", nil, nil))
-	same := func(x, y *corev1.Pod) (labels, owners bool) {
+	same := func(x, y *podcache.Pod) (labels, owners bool) {
 		return reflect.ValueOf(x.Labels).UnsafePointer() == reflect.ValueOf(y.Labels).UnsafePointer(),
 			len(x.OwnerReferences) > 0 && len(y.OwnerReferences) > 0 && &x.OwnerReferences[0] == &y.OwnerReferences[0]
 	}

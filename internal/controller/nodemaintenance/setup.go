@@ -21,6 +21,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/drain"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
+	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
 // Field indexes on the manager's cache.
@@ -40,7 +41,7 @@ const controllerName = "nodemaintenance"
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodNode, func(o client.Object) []string {
-		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+		if n := podcache.NodeName(o); n != "" {
 			return []string{n}
 		}
 		return nil
@@ -94,7 +95,7 @@ func (r *Reconciler) maintenancesOn(ctx context.Context, node string) []reconcil
 }
 
 func (r *Reconciler) maintenancesForPod(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.maintenancesOn(ctx, o.(*corev1.Pod).Spec.NodeName)
+	return r.maintenancesOn(ctx, podcache.NodeName(o))
 }
 
 func (r *Reconciler) maintenancesForNode(ctx context.Context, o client.Object) []reconcile.Request {
@@ -134,11 +135,12 @@ func ctrlPredicate[T client.Object](changed func(old, new T) bool) predicate.Pre
 }
 
 // podChanged: what a drain waits for is a pod terminating, finishing,
-// moving or going away.
-func podChanged(old, new *corev1.Pod) bool {
-	return (old.DeletionTimestamp == nil) != (new.DeletionTimestamp == nil) ||
-		old.Status.Phase != new.Status.Phase ||
-		old.Spec.NodeName != new.Spec.NodeName
+// moving or going away. The cache keeps pods as podcache.Pods, which
+// the handlers see as they are stored.
+func podChanged(old, new client.Object) bool {
+	return (old.GetDeletionTimestamp() == nil) != (new.GetDeletionTimestamp() == nil) ||
+		podcache.Phase(old) != podcache.Phase(new) ||
+		podcache.NodeName(old) != podcache.NodeName(new)
 }
 
 // nodeChanged ignores heartbeats: only what maintenance sets, or readiness,
