@@ -19,6 +19,25 @@ import (
 // depends on; nothing was written.
 var ErrStale = errors.New("the node changed since it was read")
 
+// staleError is ErrStale with the API server's copy of the node that Write
+// read to tell a failed test from an invalid node.
+type staleError struct{ live *corev1.Node }
+
+func (e *staleError) Error() string        { return ErrStale.Error() }
+func (e *staleError) Is(target error) bool { return target == ErrStale }
+
+// LiveNode returns the API server's copy of the node that Write read after
+// a stale write, or nil when it read none (a conflict of a write locked on
+// the whole node). A caller that goes on from the API server's copy takes
+// it from here instead of reading the node again.
+func LiveNode(err error) *corev1.Node {
+	var stale *staleError
+	if errors.As(err, &stale) {
+		return stale.live
+	}
+	return nil
+}
+
 // Lock names the fields a change read beyond those it changes: the write
 // fails if any of them, or any field it changes, is no longer what the
 // writer read.
@@ -39,7 +58,8 @@ type Lock struct {
 // annotations yet) is written with an optimistic lock on the whole node,
 // and a conflict is ErrStale too. reader reads the API server's copy when
 // the API server refuses the patch, to tell a failed test from an invalid
-// node. want holds the written node on success.
+// node; the stale error then carries that copy (LiveNode). want holds the
+// written node on success.
 func Write(ctx context.Context, c client.Client, reader client.Reader, node, want *corev1.Node, lock Lock) error {
 	ops, ok := lockedOps(node, want, lock)
 	if !ok {
@@ -69,7 +89,7 @@ func Write(ctx context.Context, c client.Client, reader client.Reader, node, wan
 		}
 		if changed(ops, live) {
 			*want = *base
-			return ErrStale
+			return &staleError{live: live}
 		}
 	}
 	return err

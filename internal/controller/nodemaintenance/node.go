@@ -204,9 +204,12 @@ func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, change fu
 	if !errors.Is(err, nodepatch.ErrStale) {
 		return want, err == nil, err
 	}
-	live := &corev1.Node{}
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(node), live); err != nil {
-		return nil, false, err
+	live := nodepatch.LiveNode(err)
+	if live == nil {
+		live = &corev1.Node{}
+		if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(node), live); err != nil {
+			return nil, false, err
+		}
 	}
 	want = change(live)
 	if equality.Semantic.DeepEqual(live, want) {

@@ -44,6 +44,3 @@ func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error)
 func (r *Reconciler) WriteNode(ctx context.Context, node, want *corev1.Node) error {
 	return r.writeNode(ctx, node, want)
 }
-
-// ErrStale is what a write from a view the node no longer matches returns.
-var ErrStale = errStale

@@ -2,8 +2,6 @@ package profile
 
 import (
 	"context"
-	"errors"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/pitstop-dev/pitstop/internal/engine"
@@ -11,8 +9,9 @@ import (
 )
 
 // writeNode writes the engine's changes to a node: its record, its state
-// label and what the transitions' triggers changed. It reports errStale
-// when the node changed since it was read in a way the write depends on.
+// label and what the transitions' triggers changed. It reports
+// nodepatch.ErrStale when the node changed since it was read in a way the
+// write depends on.
 //
 // The write is locked on the record and on every label and annotation it
 // changes, not on the whole node (nodepatch): writes to other fields in
@@ -22,9 +21,5 @@ import (
 // leader handover) still does. A finalizer change (the alterFinalizer
 // trigger) is written with an optimistic lock on the whole node.
 func (r *Reconciler) writeNode(ctx context.Context, node, want *corev1.Node) error {
-	err := nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodepatch.Lock{Annotations: []string{engine.AnnotationData}})
-	if errors.Is(err, nodepatch.ErrStale) {
-		return errStale
-	}
-	return err
+	return nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodepatch.Lock{Annotations: []string{engine.AnnotationData}})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -51,7 +52,7 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 	want = read.DeepCopy()
 	want.Annotations[engine.AnnotationData] = "r1b"
 	want.Labels["example.com/bad"] = "not a label value!"
-	if err := r.WriteNode(ctx, read, want); err == nil || errors.Is(err, profile.ErrStale) {
+	if err := r.WriteNode(ctx, read, want); err == nil || errors.Is(err, nodepatch.ErrStale) {
 		t.Fatalf("writing an invalid label: %v, want the API server's error", err)
 	}
 
@@ -72,8 +73,14 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 			want := read.DeepCopy()
 			want.Annotations[engine.AnnotationData] = "r3"
 			want.Labels[engine.LabelState] = "maintenance-required"
-			if err := r.WriteNode(ctx, read, want); !errors.Is(err, profile.ErrStale) {
+			err := r.WriteNode(ctx, read, want)
+			if !errors.Is(err, nodepatch.ErrStale) {
 				t.Fatalf("WriteNode = %v, want ErrStale", err)
+			}
+			// The refused write hands over the node it read back, with
+			// the other writer's change, for the next evaluation.
+			if live := nodepatch.LiveNode(err); live == nil || live.ResourceVersion != other.ResourceVersion {
+				t.Errorf("the stale write carried %v, want the node at resourceVersion %s", live, other.ResourceVersion)
 			}
 			got := testutil.GetNode(t, env.Client, node.Name)
 			if got.Annotations[engine.AnnotationData] == "r3" || got.Labels[engine.LabelState] == "maintenance-required" {

@@ -21,6 +21,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
@@ -63,30 +64,33 @@ type Reconciler struct {
 
 // Reconcile evaluates every profile of the node and writes the node once.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var live *corev1.Node
 	for _, reader := range []client.Reader{r.client, r.apiReader} {
-		node := &corev1.Node{}
-		if err := reader.Get(ctx, req.NamespacedName, node); err != nil {
-			if apierrors.IsNotFound(err) {
-				r.waiters.set(req.Name, nil, time.Time{})
+		node := live
+		if node == nil {
+			node = &corev1.Node{}
+			if err := reader.Get(ctx, req.NamespacedName, node); err != nil {
+				if apierrors.IsNotFound(err) {
+					r.waiters.set(req.Name, nil, time.Time{})
+				}
+				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
-			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		res, err := r.reconcileNode(ctx, node)
-		if !errors.Is(err, errStale) {
+		if !errors.Is(err, nodepatch.ErrStale) {
 			return res, err
 		}
 		// The cached node was behind the API server (a write of pitstop's
 		// own not yet seen, or the kubelet's status): evaluate the API
-		// server's copy at once rather than from the back of the queue.
+		// server's copy at once rather than from the back of the queue;
+		// the refused write may have read it already.
+		live = nodepatch.LiveNode(err)
 	}
 	return ctrl.Result{RequeueAfter: conflictRetry}, nil
 }
 
-// errStale says the node changed since it was read; nothing was written.
-var errStale = errors.New("the node changed since it was read")
-
 // reconcileNode evaluates every profile of the node and writes the node
-// once, unless it changed since it was read (errStale).
+// once, unless it changed since it was read (nodepatch.ErrStale).
 func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl.Result, error) {
 	record, err := engine.ReadRecord(node)
 	if err != nil {
@@ -159,7 +163,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	writeRecord(want, record)
 	if !equality.Semantic.DeepEqual(node, want) {
 		if err := r.writeNode(ctx, node, want); err != nil {
-			if errors.Is(err, errStale) {
+			if errors.Is(err, nodepatch.ErrStale) {
 				return ctrl.Result{}, err
 			}
 			return ctrl.Result{}, fmt.Errorf("writing node %s: %w", node.Name, err)
