@@ -42,6 +42,7 @@ var (
 	fleetPods        = flag.Int("fleet-pods-per-node", 30, "pods per node in BenchmarkFleet (30 Deployments with one replica per node each)")
 	fleetMaintenance = flag.Duration("fleet-maintenance", 20*time.Second, "how long each node of BenchmarkFleet stays in maintenance once drained")
 	fleetHeapProfile = flag.String("fleet-heap-profile", "", "if set, BenchmarkFleet saves the manager's heap profile to PATH.synced once its caches are synced and to PATH.done after the fleet's maintenance (go tool pprof)")
+	managerFlags     = flag.String("manager-flags", "", "more flags for the manager's `pitstop run`, separated by spaces (BenchmarkFleet, BenchmarkManagerMemory)")
 	pitstopBinary    = flag.String("pitstop-binary", "../../bin/pitstop", "the pitstop binary BenchmarkFleet runs as the manager (make build)")
 )
 
@@ -564,6 +565,7 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
 		fmt.Sprintf("--pprof-addr=127.0.0.1:%d", pprofPort),
 		"--dashboard-addr=0", "--log-level=error")
+	cmd.Args = append(cmd.Args, strings.Fields(*managerFlags)...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+managerNS)
 	logFile, err := os.Create(filepath.Join(b.TempDir(), "pitstop.log"))
 	if err != nil {
