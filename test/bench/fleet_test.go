@@ -53,7 +53,7 @@ const (
 	managerNS       = "pitstop-system"
 	// fleetStall is how long a fleet run may go without a node finishing
 	// its maintenance before it fails as stuck.
-	fleetStall = 5 * time.Minute
+	fleetStall = 10 * time.Minute
 )
 
 // BenchmarkFleet maintains every worker of a simulated fleet (100, 300 and
