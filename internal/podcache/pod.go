@@ -16,7 +16,9 @@ import (
 // assigns the copy to the caller's object), so a Get or List of pods
 // through the cache yields corev1.Pods. Event handlers and index functions,
 // which see the stored object itself, read it through NodeName and Phase.
-// client-go's cache mutation detector (KUBE_CACHE_MUTATION_DETECTOR, a
+// A read of pods with client.UnsafeDisableDeepCopy would get the stored
+// Pod itself, which the cache refuses to hand out as a corev1.Pod: pods
+// are never read that way. client-go's cache mutation detector (KUBE_CACHE_MUTATION_DETECTOR, a
 // debugging aid off by default) compares a stored object with its deep
 // copy, so it would report every cached pod as changed: leave it off.
 type Pod struct {
