@@ -741,11 +741,28 @@ func (m *managerProcess) controllerLoad(b *testing.B) {
 			continue
 		}
 		b.Logf("controller %s: %.0f reconciles, %.1f ms each on average, %.1f ms in the queue on average", c, n, took/n*1000, waited/queued*1000)
+		b.Logf("controller %s: reconciles %s; queue waits %s", c,
+			m.spread("controller_runtime_reconcile_time_seconds_bucket", name, n),
+			m.spread("workqueue_queue_duration_seconds_bucket", `name="`+c+`"`, queued))
 	}
 	conflicts, err := m.sum("rest_client_requests_total", `code="409"`)
 	if err == nil {
 		b.Logf("manager: %.0f requests answered 409 Conflict", conflicts)
 	}
+}
+
+// spread says what share of a histogram's n observations took under 10 ms,
+// and what share over one and over ten seconds.
+func (m *managerProcess) spread(bucket, label string, n float64) string {
+	under := func(le string) float64 {
+		v, err := m.sum(bucket, label, `le="`+le+`"`)
+		if err != nil {
+			return math.NaN()
+		}
+		return v
+	}
+	return fmt.Sprintf("%.0f %% under 10 ms, %.0f %% over 1 s, %.0f %% over 10 s",
+		100*under("0.01")/n, 100*(n-under("1"))/n, 100*(n-under("10"))/n)
 }
 
 // rss reads the manager's resident set size now (VmRSS).

@@ -89,9 +89,19 @@ func (e *expectations) forget(nm string) {
 	delete(e.refusals, nm)
 }
 
-// progressWriteInterval is the least time between two status writes that
-// only report a drain's progress.
-const progressWriteInterval = time.Second
+// Progress-only status writes are paced per NodeMaintenance, and the pace
+// slows as more drains run at once: together they are kept to about
+// progressWritesPerSecond, one drain at most every progressWriteInterval and
+// at least every progressWriteIntervalMax. A drain of a few seconds still
+// shows every second of it; a fleet draining a hundred nodes at once does
+// not spend the API server on a hundred progress writes a second while its
+// pods are being evicted and rescheduled. Changes of a condition's status or
+// reason, of the phase and of the counts are never held back.
+const (
+	progressWriteInterval    = time.Second
+	progressWriteIntervalMax = 15 * time.Second
+	progressWritesPerSecond  = 10
+)
 
 // writePacer remembers when each NodeMaintenance's status was last written.
 type writePacer struct {
@@ -109,7 +119,21 @@ func (p *writePacer) wait(nm string, now time.Time) time.Duration {
 	if !ok {
 		return 0
 	}
-	return max(0, last.Add(progressWriteInterval).Sub(now))
+	return max(0, last.Add(p.interval(now)).Sub(now))
+}
+
+// interval is the least time between two progress-only writes of one
+// NodeMaintenance while the others written within the longest interval
+// are writing too.
+func (p *writePacer) interval(now time.Time) time.Duration {
+	active := 0
+	for _, at := range p.last {
+		if now.Sub(at) < progressWriteIntervalMax {
+			active++
+		}
+	}
+	d := time.Duration(active) * time.Second / progressWritesPerSecond
+	return min(max(d, progressWriteInterval), progressWriteIntervalMax)
 }
 
 func (p *writePacer) record(nm string, now time.Time) {

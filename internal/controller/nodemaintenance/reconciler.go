@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -117,10 +118,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if patchErr != nil {
 		err = errors.Join(err, patchErr)
 	}
+	// Once started, a drain waits its turn with the others (urgentPriority).
+	normal := ptr.To(0)
 	if apierrors.IsConflict(err) {
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil // someone else wrote first; look again
+		return ctrl.Result{RequeueAfter: conflictRetry, Priority: normal}, nil // someone else wrote first; look again
 	}
-	return ctrl.Result{RequeueAfter: requeue}, err
+	return ctrl.Result{RequeueAfter: requeue, Priority: normal}, err
 }
 
 // addFinalizer makes sure the node is restored before the object goes away.

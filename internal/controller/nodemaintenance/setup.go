@@ -7,12 +7,14 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -69,6 +71,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
 		For(&pitstopv1alpha1.NodeMaintenance{}).
+		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.Funcs{CreateFunc: startFirst, UpdateFunc: restoreFirst}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForPod), builder.WithPredicates(ctrlPredicate(podChanged))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForNode), builder.WithPredicates(ctrlPredicate(nodeChanged))).
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesBlockedBy), builder.WithPredicates(ctrlPredicate(budgetChanged))).
@@ -76,6 +79,40 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		// check guards against two controllers sharing metric labels.
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
 		Complete(r)
+}
+
+// urgentPriority puts the steps that start and end a maintenance ahead of
+// the drains under way in the queue: the cordon of a NodeMaintenance just
+// created and the restore of one being deleted. A drain's reconciles come
+// with every pod that leaves its node; on a fleet draining a hundred nodes
+// at once they would otherwise make a node that is done wait its turn
+// behind all of them, and the next node's start with it.
+const urgentPriority = 10
+
+// startFirst queues a NodeMaintenance just created ahead of the drains
+// under way; those found when the manager starts keep the queue's low
+// priority for its first list.
+func startFirst(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if !e.IsInInitialList {
+		addUrgent(q, e.Object)
+	}
+}
+
+// restoreFirst queues a NodeMaintenance whose deletion just started ahead
+// of the drains under way.
+func restoreFirst(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero() {
+		addUrgent(q, e.ObjectNew)
+	}
+}
+
+func addUrgent(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: o.GetName()}}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(urgentPriority)}, req)
+		return
+	}
+	q.Add(req)
 }
 
 // maintenancesOn returns requests for the NodeMaintenances of a node.

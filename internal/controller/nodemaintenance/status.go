@@ -79,9 +79,9 @@ func statusEqual(a, b pitstopv1alpha1.NodeMaintenanceStatus) bool {
 
 // onlyProgress reports whether b differs from a only in how far a drain has
 // come (progress, pending pods, blockers, messages), not in any condition's
-// status or reason, the phase or the counts. Such changes are written at
-// most once per progressWriteInterval, so a drain of many pods costs a few
-// status writes, not one per pod.
+// status or reason, the phase or the counts. Such changes are paced by the
+// writePacer, so a drain of many pods costs a few status writes, not one
+// per pod.
 func onlyProgress(a, b pitstopv1alpha1.NodeMaintenanceStatus) bool {
 	if a.Phase != b.Phase || a.ObservedGeneration != b.ObservedGeneration || !a.StartTime.Equal(b.StartTime) ||
 		a.TotalPods != b.TotalPods || a.EvictionPods != b.EvictionPods || a.ForceDeletedPods != b.ForceDeletedPods ||

@@ -27,6 +27,7 @@ func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 		profiles:  newRegistry(check.Deps{}),
 		records:   newRecordCache(),
 		waiters:   newWaiters(),
+		written:   newWrittenNodes(),
 		decisions: map[string]map[string]engine.Decision{},
 	}
 }

@@ -2,7 +2,10 @@ package profile
 
 import (
 	"context"
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
@@ -21,5 +24,57 @@ import (
 // leader handover) still does. A finalizer change (the alterFinalizer
 // trigger) is written with an optimistic lock on the whole node.
 func (r *Reconciler) writeNode(ctx context.Context, node, want *corev1.Node) error {
-	return nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodepatch.Lock{Annotations: []string{engine.AnnotationData}})
+	err := nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodepatch.Lock{Annotations: []string{engine.AnnotationData}})
+	if err == nil {
+		r.written.remember(want.DeepCopy())
+	}
+	return err
+}
+
+// writtenNodes keeps the node each of the engine's writes returned until
+// the manager's cache shows that version or a later one: the evaluation
+// that follows a move (at once, to take the next transition if it is due)
+// then starts from the engine's own write instead of a cached node from
+// before it. Evaluated from that older node, it would find the move not
+// yet made, run its triggers again and try to write it again, to be told
+// by the API server that the record has changed.
+type writtenNodes struct {
+	mu    sync.Mutex
+	nodes map[string]*corev1.Node
+}
+
+func newWrittenNodes() *writtenNodes { return &writtenNodes{nodes: map[string]*corev1.Node{}} }
+
+// remember keeps the node as a write returned it (the caller no longer
+// changes it).
+func (w *writtenNodes) remember(node *corev1.Node) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.nodes[node.Name] = node
+}
+
+// newest returns a copy of the node last written when the cached node is
+// older than it, and the cached node otherwise, forgetting the written one
+// once the cache has caught up. Resource versions of one resource are
+// ordered (resourceversion.CompareResourceVersion); one that does not
+// parse counts as caught up.
+func (w *writtenNodes) newest(cached *corev1.Node) *corev1.Node {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	written, ok := w.nodes[cached.Name]
+	if !ok {
+		return cached
+	}
+	if cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, written.ResourceVersion); err == nil && cmp < 0 {
+		return written.DeepCopy()
+	}
+	delete(w.nodes, cached.Name)
+	return cached
+}
+
+// forget drops a node that is gone.
+func (w *writtenNodes) forget(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.nodes, name)
 }

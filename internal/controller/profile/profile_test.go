@@ -608,6 +608,64 @@ func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
 	}
 }
 
+// TestAMoveIsNotTakenAgainFromALaggingCache: the evaluation right after a
+// move, with a cache that has not seen the move yet, starts from the
+// engine's own write: it neither runs the move's triggers again nor sends
+// a write the API server refuses, nor reads the node from the API server.
+// Once the cache shows a later version (here, a label someone else set),
+// that is what is evaluated.
+func TestAMoveIsNotTakenAgainFromALaggingCache(t *testing.T) {
+	p := rollingProfile("lagging-cache", "lagging-cache", 1)
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "approved" // a bare reconciler takes no budget slots
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "approved", HasLabel: &pitstopv1alpha1.KeyValueCheck{Key: "approved"}})
+	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "count", AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: "example.com/moves", Value: ptr.To("1")}})
+	p.Spec.States.Operational.Transitions[0].Triggers = []string{"count"}
+	testutil.Create(t, env.Client, p)
+	node := testutil.Node("lagging-cache-0", testutil.WithLabels(map[string]string{"pool": "lagging-cache"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+	testutil.Create(t, env.Client, node)
+	cached := testutil.GetNode(t, env.Client, node.Name)
+	lagging := staleNodes{Client: env.Client, nodes: map[string]*corev1.Node{node.Name: cached}}
+	var reads atomic.Int32
+	r := profile.NewBareReconciler(lagging, countingReader{Reader: env.Client, reads: &reads})
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: node.Name}}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	moved := testutil.GetNode(t, env.Client, node.Name)
+	if moved.Labels[engine.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) {
+		t.Fatalf("state %q after the first evaluation, want maintenance-required", moved.Labels[engine.LabelState])
+	}
+	// Someone removes the trigger's annotation; the lagging cache shows
+	// neither that nor the move.
+	patch := []byte(`{"metadata":{"annotations":{"example.com/moves":null}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	again := testutil.GetNode(t, env.Client, node.Name)
+	if _, ran := again.Annotations["example.com/moves"]; ran {
+		t.Errorf("the move's trigger ran again from the lagging cache")
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the evaluation read the node from the API server %d times; its own write was enough", n)
+	}
+	// The cache catches up with a later version: approved by someone else.
+	approve := []byte(`{"metadata":{"labels":{"approved":"yes"}}}`)
+	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), node.Name, types.MergePatchType, approve, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lagging.nodes[node.Name] = testutil.GetNode(t, env.Client, node.Name)
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.GetNode(t, env.Client, node.Name).Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
+		t.Errorf("state %q once the cache showed the approval, want in-maintenance", got)
+	}
+}
+
 // TestAMoveRecordsTheNewStatesChecksInTheSameWrite: the write that moves a
 // node records the checks of the state it enters, evaluated on the node as
 // the triggers left it, so the next evaluation, finding nothing changed,

@@ -51,7 +51,10 @@ type Reconciler struct {
 	profiles  *registry
 	records   *recordCache
 	waiters   *waiters
-	notifier  notifier
+	// written is the engine's own last write of each node, until the
+	// cache shows it.
+	written  *writtenNodes
+	notifier notifier
 	// nodes lists the cached nodes for checks that count over the fleet;
 	// nil lists them through client.
 	nodes nodeLister
@@ -72,9 +75,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err := reader.Get(ctx, req.NamespacedName, node); err != nil {
 				if apierrors.IsNotFound(err) {
 					r.waiters.set(req.Name, nil, time.Time{})
+					r.written.forget(req.Name)
 				}
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
+			node = r.written.newest(node)
 		}
 		res, err := r.reconcileNode(ctx, node)
 		if !errors.Is(err, nodepatch.ErrStale) {

@@ -61,6 +61,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
 		records:   newRecordCache(),
 		waiters:   newWaiters(),
+		written:   newWrittenNodes(),
 		decisions: map[string]map[string]engine.Decision{},
 	}
 	nodes, err := informerNodes(mgr.GetCache())
