@@ -171,6 +171,26 @@ func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, ex
 	return held >= max
 }
 
+// CachedHolders names the nodes holding the budget's slots, as the cache
+// shows them (nil without a cache): for counting and showing, never for
+// admission, which Acquire decides with the API server.
+func (s *Slots) CachedHolders(ctx context.Context, key Key, max int) []string {
+	if s == nil || s.Cache == nil {
+		return nil
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.cached(ctx, key, list); err != nil {
+		return nil
+	}
+	var holders []string
+	for i := range list.Items {
+		if h := holderOf(&list.Items[i]); h != "" && isSlot(key, max, list.Items[i].Name) {
+			holders = append(holders, h)
+		}
+	}
+	return holders
+}
+
 // cached lists the budget's slots from the cache, the cache's own objects:
 // read them, never change them.
 func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseList) error {

@@ -203,7 +203,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	}
 	res, err := maintainFleet(ctx, cl, c.Clientset, m, c.PIDs(), nodes, budget)
 	if err != nil {
-		m.controllerLoad(b)
+		m.controllerLoad(b, nodes)
 		b.Fatal(err)
 	}
 	b.Logf("nodes=%d budget=%d: makespan %.1fs, lower bound %.1fs (ceil(%d/%d) × (median drain %.2fs + maintenance %s)), ratio %.3f",
@@ -220,7 +220,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	b.Logf("nodes=%d: slots held %.1f%% of the time; last NodeMaintenance created at %.1fs", nodes, 100*res.occupancy, res.lastAdmission.Seconds())
 	b.Logf("nodes=%d: manager's largest resident set sampled during the maintenance: %s", nodes, res.peak)
 	b.Logf("nodes=%d: CPU during the maintenance, share of one core: %s", nodes, res.cpu.share(res.makespan))
-	m.controllerLoad(b)
+	m.controllerLoad(b, nodes)
 	m.saveHeapProfile(b, "done")
 	if res.mostInMaintenance > budget || res.mostDraining > budget {
 		b.Errorf("the budget of %d was exceeded: %d in maintenance, %d draining at once", budget, res.mostInMaintenance, res.mostDraining)
@@ -728,8 +728,9 @@ next:
 
 // controllerLoad logs, for each of the manager's controllers, how many
 // reconciles it ran, how long they took and waited in the queue on
-// average, and how many of the manager's writes lost a conflict.
-func (m *managerProcess) controllerLoad(b *testing.B) {
+// average, how many of the manager's writes lost a conflict, and its
+// requests per node by method.
+func (m *managerProcess) controllerLoad(b *testing.B, nodes int) {
 	for _, c := range []string{"profile-node", "nodemaintenance", "profile-status"} {
 		name := `controller="` + c + `"`
 		n, err1 := m.sum("controller_runtime_reconcile_time_seconds_count", name)
@@ -741,6 +742,13 @@ func (m *managerProcess) controllerLoad(b *testing.B) {
 			continue
 		}
 		b.Logf("controller %s: %.0f reconciles, %.1f ms each on average, %.1f ms in the queue on average", c, n, took/n*1000, waited/queued*1000)
+		var results []string
+		for _, result := range []string{"success", "requeue", "requeue_after", "error"} {
+			if k, err := m.sum("controller_runtime_reconcile_total", name, `result="`+result+`"`); err == nil && k > 0 {
+				results = append(results, fmt.Sprintf("%s %.0f", result, k))
+			}
+		}
+		b.Logf("controller %s: reconcile results: %s", c, strings.Join(results, ", "))
 		b.Logf("controller %s: reconciles %s; queue waits %s", c,
 			m.spread("controller_runtime_reconcile_time_seconds_bucket", name, n),
 			m.spread("workqueue_queue_duration_seconds_bucket", `name="`+c+`"`, queued))
@@ -749,6 +757,13 @@ func (m *managerProcess) controllerLoad(b *testing.B) {
 	if err == nil {
 		b.Logf("manager: %.0f requests answered 409 Conflict", conflicts)
 	}
+	var methods []string
+	for _, method := range []string{"GET", "PATCH", "PUT", "POST", "DELETE"} {
+		if n, err := m.sum("rest_client_requests_total", `method="`+method+`"`); err == nil && n > 0 {
+			methods = append(methods, fmt.Sprintf("%s %.2f", method, n/float64(nodes)))
+		}
+	}
+	b.Logf("manager's own requests per node, by method (client-go's count; LIST and WATCH are both GET there): %s", strings.Join(methods, ", "))
 }
 
 // spread says what share of a histogram's n observations took under 10 ms,

@@ -69,9 +69,9 @@ func TestStartAndRestoreGoFirst(t *testing.T) {
 		return o
 	}
 	cases := []struct {
-		name   string
+		name    string
 		enqueue func(workqueue.TypedRateLimitingInterface[reconcile.Request])
-		first  bool
+		first   bool
 	}{
 		{"created", func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			startFirst(context.Background(), event.CreateEvent{Object: nm("new", false)}, q)

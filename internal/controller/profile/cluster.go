@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 )
 
@@ -23,6 +24,9 @@ type clusterView struct {
 	reader   client.Reader
 	profiles []pitstopv1alpha1.MaintenanceProfile
 	records  *recordCache
+	// slots reads the budgets' slot Leases from the cache; nil knows of
+	// no slots.
+	slots *budget.Slots
 	// list reads the nodes; nil lists them through reader.
 	list   nodeLister
 	nodes  []*corev1.Node
@@ -198,6 +202,12 @@ func (v *clusterView) PodsOn(node string) []corev1.Pod {
 		return nil
 	}
 	return list.Items
+}
+
+// SlotHolders names the nodes holding slots of a maxMaintenance budget,
+// from the cache.
+func (v *clusterView) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
+	return v.slots.CachedHolders(v.ctx, maxMaintenanceKey(profile, m, group), int(m.Max))
 }
 
 // EnteredMaintenance lists when the profile's nodes entered maintenance,

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
@@ -34,11 +35,14 @@ type Evaluator struct {
 	reader   client.Reader
 	profiles *registry
 	records  *recordCache
+	// slots reads the budgets' slot Leases, in any namespace, through
+	// reader.
+	slots *budget.Slots
 }
 
 // NewEvaluator evaluates from reader.
 func NewEvaluator(reader client.Reader, deps check.Deps) *Evaluator {
-	return &Evaluator{reader: reader, profiles: newRegistry(deps), records: newRecordCache()}
+	return &Evaluator{reader: reader, profiles: newRegistry(deps), records: newRecordCache(), slots: &budget.Slots{Cache: reader}}
 }
 
 // Node evaluates every profile the node is in (selected, or still holding
@@ -48,7 +52,7 @@ func (e *Evaluator) Node(ctx context.Context, node *corev1.Node, now time.Time) 
 	if err := e.reader.List(ctx, list); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots}
 	return e.node(ctx, view, node, now)
 }
 
@@ -63,7 +67,7 @@ func (e *Evaluator) Fleet(ctx context.Context, now time.Time) (map[string][]Eval
 	if err := e.reader.List(ctx, nodes); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: pointers(nodes.Items), loaded: true}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots, nodes: pointers(nodes.Items), loaded: true}
 	out := make(map[string][]Evaluation, len(nodes.Items))
 	for i := range nodes.Items {
 		evals, err := e.node(ctx, view, &nodes.Items[i], now)

@@ -106,7 +106,7 @@ func (e *Evaluator) FleetView(ctx context.Context, now time.Time) (*FleetView, e
 	if err := e.reader.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, nodes: pointers(nodes.Items), loaded: true}
+	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots, nodes: pointers(nodes.Items), loaded: true}
 	e.records.prune(view.nodes)
 	fv := &FleetView{Nodes: len(nodes.Items), States: map[pitstopv1alpha1.MaintenanceState]int{}, Profiles: []ProfileView{}}
 	byProfile := map[string][]NodeState{}
@@ -200,7 +200,7 @@ func budgets(view *clusterView, profile, checkName string, m *pitstopv1alpha1.Ma
 	for group := range groups {
 		out = append(out, Budget{
 			Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: m.GroupBy, Group: group, Allowed: int(m.Max),
-			Used: check.MaintenanceUsed(view, profile, m.ProfileScoped, m.GroupBy, group, ""),
+			Used: check.MaintenanceUsed(view, profile, m, group, ""),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })

@@ -25,6 +25,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
@@ -352,6 +353,70 @@ func TestRestartMidTransitionResumes(t *testing.T) {
 	if held != 1 {
 		t.Errorf("restarter-0 holds %d budget slots, want 1", held)
 	}
+}
+
+// TestANodeOnItsWayInUsesTheBudget: a node let in whose drain is still
+// under way holds the budget's one slot; the next node's budget check
+// counts it, in the engine's record and in what `pitstop explain` and the
+// dashboard show, instead of counting only the nodes already in
+// maintenance (none) and passing while every slot is taken.
+func TestANodeOnItsWayInUsesTheBudget(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Kubelet(t, env.Clientset)
+	p := rollingProfile("on-its-way", "on-its-way", 1)
+	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	testutil.Create(t, env.Client, p)
+	ns := testutil.Namespace(t, env.Client, "on-its-way")
+	wants := func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }
+	testutil.Create(t, env.Client, testutil.Node("on-its-way-0", testutil.WithLabels(map[string]string{"pool": "on-its-way"}), wants))
+	testutil.ManagedPods(t, env.Client, ns, "on-its-way-0", "web", 2)
+	budget := testutil.PDB(t, env.Client, ns, "web", 2, 0) // the drain waits
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		nm := &pitstopv1alpha1.NodeMaintenance{}
+		return env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-on-its-way-0"}, nm)
+	})
+	testutil.Create(t, env.Client, testutil.Node("on-its-way-1", testutil.WithLabels(map[string]string{"pool": "on-its-way"}), wants))
+
+	const taken = "1 of 1 maintenance slots taken in profile on-its-way"
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, "on-its-way-1"))
+		if err != nil {
+			return err
+		}
+		pr := rec.Profiles["on-its-way"]
+		if pr.Current != pitstopv1alpha1.StateMaintenanceRequired {
+			return fmt.Errorf("state %s", pr.Current)
+		}
+		if passed, ok := pr.Checks["budget"]; !ok || passed {
+			return fmt.Errorf("recorded checks %v, want budget=false while on-its-way-0 holds the slot", pr.Checks)
+		}
+		return nil
+	})
+	evals, err := profile.NewEvaluator(env.Client, check.Deps{}).Node(t.Context(), testutil.GetNode(t, env.Client, "on-its-way-1"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evals) != 1 || len(evals[0].Decision.Evaluations) != 1 || len(evals[0].Decision.Evaluations[0].Checks) != 1 {
+		t.Fatalf("evaluations %+v, want one transition with one check", evals)
+	}
+	if c := evals[0].Decision.Evaluations[0].Checks[0]; c.Passed || c.Reason != taken {
+		t.Errorf("explain shows the budget check %+v, want failed: %q", c, taken)
+	}
+
+	// Once the first node is through, the second is let in.
+	testutil.SetAllowed(t, env.Client, budget, 2, 2)
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		if got := testutil.GetNode(t, env.Client, "on-its-way-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("on-its-way-0 is %s", got)
+		}
+		return nil
+	})
+	finishReboot(t.Context(), "on-its-way-0")
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		nm := &pitstopv1alpha1.NodeMaintenance{}
+		return env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-on-its-way-1"}, nm)
+	})
 }
 
 // TestFailingTriggerBacksOffAndIsReported: an admission policy refuses the

@@ -113,7 +113,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	record.Sync(selected, now)
 
 	want := node.DeepCopy()
-	view := &clusterView{ctx: ctx, reader: r.client, list: r.nodes, profiles: list.Items, records: r.records}
+	view := &clusterView{ctx: ctx, reader: r.client, list: r.nodes, profiles: list.Items, records: r.records, slots: r.slots}
 	var requeue time.Duration
 	var releases, waitKeys []string
 	var afterWrite []func()
@@ -408,13 +408,7 @@ func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, 
 		switch {
 		case inst.MaxMaintenance != nil:
 			m := inst.MaxMaintenance
-			key := budget.Key{Name: allProfilesBudgetKey}
-			if m.ProfileScoped {
-				key.Name = c.spec.Name
-			}
-			if m.GroupBy != "" {
-				key.Group = m.GroupBy + "=" + node.Labels[m.GroupBy]
-			}
+			key := maxMaintenanceKey(c.spec.Name, m, node.Labels[m.GroupBy])
 			return slotBudget{key: key, size: int(m.Max), stale: r.notInMaintenance(now)}, true
 		case inst.Stagger != nil:
 			s := inst.Stagger
@@ -426,6 +420,20 @@ func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, 
 		}
 	}
 	return slotBudget{}, false
+}
+
+// maxMaintenanceKey names the budget of profile's maxMaintenance check m
+// for nodes whose m.GroupBy label has the value group: one budget shared
+// by every profile unless ProfileScoped, one per group with GroupBy.
+func maxMaintenanceKey(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) budget.Key {
+	key := budget.Key{Name: allProfilesBudgetKey}
+	if m.ProfileScoped {
+		key.Name = profile
+	}
+	if m.GroupBy != "" {
+		key.Group = m.GroupBy + "=" + group
+	}
+	return key
 }
 
 // notInMaintenance says a maxMaintenance slot is stale when its holder is

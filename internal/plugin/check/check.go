@@ -73,6 +73,17 @@ type Check interface {
 	Evaluate(ctx context.Context, c Context) (Result, error)
 }
 
+// Slots is implemented by a Cluster that knows which nodes hold the slots
+// of a maxMaintenance budget: nodes admitted into maintenance that have
+// not entered it yet (their drain is under way) hold one as much as the
+// nodes in maintenance. The maxMaintenance check counts both; a Cluster
+// that does not implement it counts the nodes in maintenance alone.
+type Slots interface {
+	// SlotHolders names the nodes holding slots of the budget of profile's
+	// maxMaintenance check m in group (the node's value of m.GroupBy).
+	SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string
+}
+
 // Entries is implemented by a Cluster that knows when nodes entered
 // in-maintenance. The stagger check type-asserts its Cluster to it; a
 // Cluster that does not implement it lets stagger pass, since nothing can

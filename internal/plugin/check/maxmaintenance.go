@@ -37,28 +37,37 @@ func newMaxMaintenance(cfg *pitstopv1alpha1.MaxMaintenanceCheck) (Check, error) 
 // Evaluate implements Check.
 func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) {
 	group := c.Node.Labels[m.groupBy]
-	taken := MaintenanceUsed(c.Cluster, c.Profile, m.profileScoped, m.groupBy, group, c.Node.Name)
+	taken := MaintenanceUsed(c.Cluster, c.Profile, &pitstopv1alpha1.MaxMaintenanceCheck{Max: int32(m.max), ProfileScoped: m.profileScoped, GroupBy: m.groupBy}, group, c.Node.Name)
 	reason := fmt.Sprintf("%d of %d maintenance slots taken%s", taken, m.max, m.scope(c.Profile, group))
 	return Result{Passed: taken < m.max, Reason: reason}, nil
 }
 
-// MaintenanceUsed counts the nodes in maintenance that a maxMaintenance
-// budget counts in one group (the nodes whose groupBy label has the value
-// group; every node when groupBy is empty), leaving out the node named
-// except: with profileScoped the profile's nodes in maintenance for it,
-// otherwise every node in maintenance for any profile.
-func MaintenanceUsed(cluster Cluster, profile string, profileScoped bool, groupBy, group, except string) int {
-	used := 0
-	for _, n := range scopedNodes(cluster, profile, profileScoped) {
-		if n.Name == except || (groupBy != "" && n.Labels[groupBy] != group) {
+// MaintenanceUsed counts the nodes that use a maxMaintenance budget m in
+// one group (the nodes whose m.GroupBy label has the value group; every
+// node when GroupBy is empty), leaving out the node named except: the
+// nodes in maintenance (with ProfileScoped the profile's nodes in
+// maintenance for it, otherwise every node in maintenance for any
+// profile) and, when the Cluster knows them (Slots), the nodes holding
+// the budget's slots on their way in.
+func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string) int {
+	counted := map[string]bool{}
+	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
+		if n.Name == except || (m.GroupBy != "" && n.Labels[m.GroupBy] != group) {
 			continue
 		}
 		state, anywhere := cluster.StateOf(n, profile)
-		if (profileScoped && state == pitstopv1alpha1.StateInMaintenance) || (!profileScoped && anywhere) {
-			used++
+		if (m.ProfileScoped && state == pitstopv1alpha1.StateInMaintenance) || (!m.ProfileScoped && anywhere) {
+			counted[n.Name] = true
 		}
 	}
-	return used
+	if slots, ok := cluster.(Slots); ok {
+		for _, holder := range slots.SlotHolders(profile, m, group) {
+			if holder != except {
+				counted[holder] = true
+			}
+		}
+	}
+	return len(counted)
 }
 
 // scopedNodes is the profile's nodes when profileScoped, else every node.

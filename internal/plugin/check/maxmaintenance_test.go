@@ -90,4 +90,47 @@ func TestMaxMaintenance(t *testing.T) {
 			want: Result{Passed: true, Reason: "1 of 2 maintenance slots taken in profile os, topology.kubernetes.io/zone=zone-a"},
 		},
 	})
+
+	// Nodes let in and still on their way (their drain under way) hold
+	// slots too, where the cluster knows the slots.
+	holding := func(cl *fakeCluster, holders ...string) slotsCluster {
+		return slotsCluster{fakeCluster: cl, holders: map[string][]string{"os/": holders, "os/zone-a": holders}}
+	}
+	on := func(cl slotsCluster, name string) Context {
+		return Context{Node: cl.nodeOf(name), Profile: "os", State: cl.states["os"][name], Cluster: cl, Now: noon}
+	}
+	draining := holding(fresh().with("os", required, "n2"), "n2")
+	runCases(t, map[string]evalCase{
+		"counts a node holding a slot on its way in": {
+			inst: budget(1, true, ""), ctx: on(draining, "n1"),
+			want: Result{Reason: "1 of 1 maintenance slots taken in profile os"},
+		},
+		"counts a node in maintenance that holds its slot once": {
+			inst: budget(2, true, ""), ctx: on(holding(fresh().with("os", inMaint, "n2"), "n2"), "n1"),
+			want: Result{Passed: true, Reason: "1 of 2 maintenance slots taken in profile os"},
+		},
+		"counts nodes in maintenance and nodes on their way in together": {
+			inst: budget(2, true, ""), ctx: on(holding(fresh().with("os", inMaint, "n3").with("os", required, "n2"), "n2", "n3"), "n1"),
+			want: Result{Reason: "2 of 2 maintenance slots taken in profile os"},
+		},
+		"does not count the node's own slot against it": {
+			inst: budget(1, true, ""), ctx: on(holding(fresh().with("os", required, "n1"), "n1"), "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os"},
+		},
+		"reads the slots of the node's group": {
+			inst: budget(1, true, zone), ctx: on(slotsCluster{fakeCluster: fresh(), holders: map[string][]string{"os/zone-b": {"n3"}}}, "n1"),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os, topology.kubernetes.io/zone=zone-a"},
+		},
+	})
+}
+
+// slotsCluster is a fakeCluster that knows the slot holders of each
+// budget, by profile and group.
+type slotsCluster struct {
+	*fakeCluster
+	holders map[string][]string
+}
+
+func (s slotsCluster) SlotHolders(profile string, _ *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
+	return s.holders[profile+"/"+group]
 }
