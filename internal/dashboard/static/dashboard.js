@@ -135,7 +135,7 @@ function renderBudgets(budgets) {
     const full = b.used >= b.allowed;
     return el("tr", { "data-check": b.check },
       el("td", {}, el("code", {}, b.check)), el("td", {}, scope),
-      el("td", { class: full ? "full" : "free" }, b.used + " of " + b.allowed + " in maintenance" + (full ? " (full)" : "")));
+      el("td", { class: full ? "full" : "free" }, b.used + " of " + b.allowed + " slots taken" + (full ? " (full)" : "")));
   })));
 }
 
