@@ -27,6 +27,9 @@ type clusterView struct {
 	// slots reads the budgets' slot Leases from the cache; nil knows of
 	// no slots.
 	slots *budget.Slots
+	// holders keeps each budget's slot holders once read: `pitstop
+	// explain` reads them from the API server, once per view.
+	holders map[budget.Key][]string
 	// list reads the nodes; nil lists them through reader.
 	list   nodeLister
 	nodes  []*corev1.Node
@@ -207,7 +210,15 @@ func (v *clusterView) PodsOn(node string) []corev1.Pod {
 // SlotHolders names the nodes holding slots of a maxMaintenance budget,
 // from the cache.
 func (v *clusterView) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
-	return v.slots.CachedHolders(v.ctx, maxMaintenanceKey(profile, m, group), int(m.Max))
+	key := maxMaintenanceKey(profile, m, group)
+	if h, ok := v.holders[key]; ok {
+		return h
+	}
+	if v.holders == nil {
+		v.holders = map[budget.Key][]string{}
+	}
+	v.holders[key] = v.slots.CachedHolders(v.ctx, key, int(m.Max))
+	return v.holders[key]
 }
 
 // EnteredMaintenance lists when the profile's nodes entered maintenance,
