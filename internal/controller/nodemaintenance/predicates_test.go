@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
@@ -111,5 +112,96 @@ func TestStartAndRestoreGoFirst(t *testing.T) {
 				t.Errorf("queue order %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestMaintenanceChangesThatWakeItsReconcile: a NodeMaintenance's own
+// status writes do not wake its reconcile again; a change to what it
+// asks for, or its deletion, does.
+func TestMaintenanceChangesThatWakeItsReconcile(t *testing.T) {
+	base := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{
+		Name: "worker-0-kernel", Generation: 1, ResourceVersion: "1",
+		Finalizers: []string{pitstopv1alpha1.FinalizerNodeMaintenance},
+	}}
+	with := func(change func(*pitstopv1alpha1.NodeMaintenance)) *pitstopv1alpha1.NodeMaintenance {
+		nm := base.DeepCopy()
+		nm.ResourceVersion = "2"
+		change(nm)
+		return nm
+	}
+	pass := ctrlPredicate(maintenanceChanged)
+	for name, tc := range map[string]struct {
+		new  *pitstopv1alpha1.NodeMaintenance
+		want bool
+	}{
+		"its status is written": {with(func(nm *pitstopv1alpha1.NodeMaintenance) {
+			nm.Status.DrainProgress = 40
+			nm.Status.Conditions = []metav1.Condition{{Type: pitstopv1alpha1.ConditionDrained, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonDraining}}
+		}), false},
+		"its spec changes": {with(func(nm *pitstopv1alpha1.NodeMaintenance) { nm.Generation = 2 }), true},
+		"its deletion starts": {with(func(nm *pitstopv1alpha1.NodeMaintenance) {
+			nm.DeletionTimestamp = ptr.To(metav1.Now())
+		}), true},
+		"its finalizer goes": {with(func(nm *pitstopv1alpha1.NodeMaintenance) { nm.Finalizers = nil }), true},
+		"drains are excluded by annotation": {with(func(nm *pitstopv1alpha1.NodeMaintenance) {
+			nm.Annotations = map[string]string{pitstopv1alpha1.AnnotationExcludeNodeDraining: ""}
+		}), true},
+		"a label is set": {with(func(nm *pitstopv1alpha1.NodeMaintenance) { nm.Labels = map[string]string{"team": "a"} }), true},
+		"an owner is set": {with(func(nm *pitstopv1alpha1.NodeMaintenance) {
+			nm.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "worker-0", UID: "u"}}
+		}), true},
+	} {
+		if got := pass.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: update passed %v, want %v", name, got, tc.want)
+		}
+	}
+}
+
+// TestNodeChangesThatWakeADrain: the profile engine's record and state
+// label, rewritten on every move and check result, do not wake the
+// drains of the node; the rest of what maintenance sets and reads does.
+func TestNodeChangesThatWakeADrain(t *testing.T) {
+	base := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "worker-0", ResourceVersion: "1",
+			Labels:      map[string]string{"zone": "a", engine.LabelState: "maintenance-required"},
+			Annotations: map[string]string{engine.AnnotationData: `{"a":1}`, pitstopv1alpha1.AnnotationCordonedBefore: "false"},
+		},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	with := func(change func(*corev1.Node)) *corev1.Node {
+		n := base.DeepCopy()
+		n.ResourceVersion = "2"
+		change(n)
+		return n
+	}
+	pass := ctrlPredicate(nodeChanged)
+	for name, tc := range map[string]struct {
+		new  *corev1.Node
+		want bool
+	}{
+		"the engine rewrites its record": {with(func(n *corev1.Node) { n.Annotations[engine.AnnotationData] = `{"a":2}` }), false},
+		"the engine moves the node":      {with(func(n *corev1.Node) { n.Labels[engine.LabelState] = "in-maintenance" }), false},
+		"the engine's keys go": {with(func(n *corev1.Node) {
+			delete(n.Annotations, engine.AnnotationData)
+			delete(n.Labels, engine.LabelState)
+		}), false},
+		"a heartbeat": {with(func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.Now() }), false},
+		"drains are excluded by annotation": {with(func(n *corev1.Node) {
+			n.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining] = ""
+		}), true},
+		"an annotation changes beside the record": {with(func(n *corev1.Node) {
+			n.Annotations[engine.AnnotationData] = `{"a":2}`
+			n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = "true"
+		}), true},
+		"an annotation goes": {with(func(n *corev1.Node) { delete(n.Annotations, pitstopv1alpha1.AnnotationCordonedBefore) }), true},
+		"a label is added":   {with(func(n *corev1.Node) { n.Labels[labelControlPlane] = "" }), true},
+		"a label changes":    {with(func(n *corev1.Node) { n.Labels["zone"] = "b" }), true},
+		"cordoned":           {with(func(n *corev1.Node) { n.Spec.Unschedulable = true }), true},
+		"not ready":          {with(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }), true},
+	} {
+		if got := pass.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: update passed %v, want %v", name, got, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package nodemaintenance
 
 import (
 	"context"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -22,6 +23,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/drain"
+	"github.com/pitstop-dev/pitstop/internal/engine"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
@@ -70,7 +72,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		For(&pitstopv1alpha1.NodeMaintenance{}).
+		// A status write of its own would only wake the reconcile that
+		// wrote it: whatever it still waits for comes back through a watch
+		// or its requeue.
+		For(&pitstopv1alpha1.NodeMaintenance{}, builder.WithPredicates(ctrlPredicate(maintenanceChanged))).
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.Funcs{CreateFunc: startFirst, UpdateFunc: restoreFirst}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForPod), builder.WithPredicates(ctrlPredicate(podChanged))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForNode), builder.WithPredicates(ctrlPredicate(nodeChanged))).
@@ -180,14 +185,53 @@ func podChanged(old, new client.Object) bool {
 		podcache.NodeName(old) != podcache.NodeName(new)
 }
 
+// maintenanceChanged passes the changes of a NodeMaintenance other than
+// to its status: its spec (the generation), its deletion, its finalizers,
+// labels, annotations and owners.
+func maintenanceChanged(old, new *pitstopv1alpha1.NodeMaintenance) bool {
+	return old.Generation != new.Generation ||
+		old.DeletionTimestamp.IsZero() != new.DeletionTimestamp.IsZero() ||
+		!slices.Equal(old.Finalizers, new.Finalizers) ||
+		!equality.Semantic.DeepEqual(old.Labels, new.Labels) ||
+		!equality.Semantic.DeepEqual(old.Annotations, new.Annotations) ||
+		!equality.Semantic.DeepEqual(old.OwnerReferences, new.OwnerReferences)
+}
+
 // nodeChanged ignores heartbeats: only what maintenance sets, or readiness,
-// matters.
+// matters. The profile engine's own record and state label, written on
+// every move and check result of every profile, are none of a drain's
+// business.
 func nodeChanged(old, new *corev1.Node) bool {
 	return old.Spec.Unschedulable != new.Spec.Unschedulable ||
 		!equality.Semantic.DeepEqual(old.Spec.Taints, new.Spec.Taints) ||
-		!equality.Semantic.DeepEqual(old.Annotations, new.Annotations) ||
-		!equality.Semantic.DeepEqual(old.Labels, new.Labels) ||
+		!equalExcept(old.Annotations, new.Annotations, engine.AnnotationData) ||
+		!equalExcept(old.Labels, new.Labels, engine.LabelState) ||
 		isReady(old) != isReady(new)
+}
+
+// equalExcept says a and b hold the same keys and values, key aside.
+func equalExcept(a, b map[string]string, key string) bool {
+	_, inA := a[key]
+	_, inB := b[key]
+	n := len(a)
+	if inA {
+		n--
+	}
+	if inB {
+		n++
+	}
+	if n != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if k == key {
+			continue
+		}
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // budgetChanged: a budget that allows more disruptions may unblock a drain.
