@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,9 +56,7 @@ func (w *writtenNodes) remember(node *corev1.Node) {
 
 // newest returns a copy of the node last written when the cached node is
 // older than it, and the cached node otherwise, forgetting the written one
-// once the cache has caught up. Resource versions of one resource are
-// ordered (resourceversion.CompareResourceVersion); one that does not
-// parse counts as caught up.
+// once the cache has caught up (olderThan).
 func (w *writtenNodes) newest(cached *corev1.Node) *corev1.Node {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -65,11 +64,55 @@ func (w *writtenNodes) newest(cached *corev1.Node) *corev1.Node {
 	if !ok {
 		return cached
 	}
-	if cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, written.ResourceVersion); err == nil && cmp < 0 {
+	if olderThan(cached, written) {
 		return written.DeepCopy()
 	}
 	delete(w.nodes, cached.Name)
 	return cached
+}
+
+// over lists the nodes through list with the engine's own writes in place
+// of the cached nodes they are newer than, for the checks that count over
+// the fleet. A node is written out of maintenance before its budget slot
+// is given back, and the node let into that slot is counted from the
+// slot's Lease: counted from a cache that has not yet seen the first
+// write, both would be counted, the budget would look exceeded to the
+// nodes holding the other slots, and their moves into maintenance would
+// wait until the cache caught up. The nodes handed out are shared: read
+// them, never change them.
+func (w *writtenNodes) over(list nodeLister) nodeLister {
+	return func(ctx context.Context) ([]*corev1.Node, error) {
+		nodes, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.nodes) == 0 {
+			return nodes, nil
+		}
+		out, cloned := nodes, false
+		for i, n := range nodes {
+			written, ok := w.nodes[n.Name]
+			if !ok || !olderThan(n, written) {
+				continue
+			}
+			if !cloned {
+				out, cloned = slices.Clone(nodes), true // the lister's slice is not changed either
+			}
+			out[i] = written
+		}
+		return out, nil
+	}
+}
+
+// olderThan says the cached node is an older version than the written
+// one. Resource versions of one resource are ordered
+// (resourceversion.CompareResourceVersion); one that does not parse
+// counts as caught up.
+func olderThan(cached, written *corev1.Node) bool {
+	cmp, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, written.ResourceVersion)
+	return err == nil && cmp < 0
 }
 
 // forget drops a node that is gone.

@@ -113,7 +113,11 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	record.Sync(selected, now)
 
 	want := node.DeepCopy()
-	view := &clusterView{ctx: ctx, reader: r.client, list: r.nodes, profiles: list.Items, records: r.records, slots: r.slots}
+	nodes := r.nodes
+	if nodes == nil {
+		nodes = listNodes(r.client)
+	}
+	view := &clusterView{ctx: ctx, reader: r.client, list: r.written.over(nodes), profiles: list.Items, records: r.records, slots: r.slots}
 	var requeue time.Duration
 	var releases, waitKeys []string
 	var afterWrite []func()

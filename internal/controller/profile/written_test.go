@@ -1,10 +1,19 @@
 package profile
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
 func TestTheEngineStartsFromItsOwnWriteUntilTheCacheShowsIt(t *testing.T) {
@@ -58,4 +67,62 @@ func TestTheEngineStartsFromItsOwnWriteUntilTheCacheShowsIt(t *testing.T) {
 			t.Errorf("a forgotten write was handed out")
 		}
 	})
+}
+
+// TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut: a node the engine
+// wrote out of maintenance gave its slot back, and another node took it;
+// the cache has seen the slot change hands but not yet the node's move.
+// Counted from the cache alone, the node that left and the node let in
+// both use the budget of 2, and the node holding the other slot, drained
+// and due to enter maintenance, finds it exceeded. With the engine's own
+// write in place of the cached node, it is let in.
+func TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut(t *testing.T) {
+	ctx := t.Context()
+	const profileName = "os"
+	m := &pitstopv1alpha1.MaxMaintenanceCheck{Max: 2, ProfileScoped: true}
+	node := func(name, rv string, state pitstopv1alpha1.MaintenanceState) *corev1.Node {
+		rec := engine.Record{Profiles: map[string]engine.ProfileRecord{profileName: {Current: state}}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
+			Labels:      map[string]string{"pool": "os"},
+			Annotations: map[string]string{engine.AnnotationData: rec.Encode()}}}
+	}
+	leftCached := node("worker-left", "10", pitstopv1alpha1.StateInMaintenance)
+	leftWritten := node("worker-left", "12", pitstopv1alpha1.StateOperational)
+	letIn := node("worker-let-in", "11", pitstopv1alpha1.StateMaintenanceRequired)
+	drained := node("worker-drained", "9", pitstopv1alpha1.StateMaintenanceRequired)
+
+	leases := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	slots := &budget.Slots{Client: leases, Cache: leases, Namespace: "pitstop-system"}
+	for _, holder := range []string{letIn.Name, drained.Name} {
+		if _, ok, err := slots.Acquire(ctx, maxMaintenanceKey(profileName, m, ""), int(m.Max), holder, time.Now(), nil); err != nil || !ok {
+			t.Fatalf("taking a slot for %s: %v, %v", holder, ok, err)
+		}
+	}
+	cached := func(context.Context) ([]*corev1.Node, error) {
+		return []*corev1.Node{leftCached, letIn, drained}, nil
+	}
+	profiles := []pitstopv1alpha1.MaintenanceProfile{{
+		ObjectMeta: metav1.ObjectMeta{Name: profileName},
+		Spec:       pitstopv1alpha1.MaintenanceProfileSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "os"}}},
+	}}
+	used := func(list nodeLister) int {
+		view := &clusterView{ctx: ctx, list: list, profiles: profiles, records: newRecordCache(), slots: slots}
+		return check.MaintenanceUsed(view, profileName, m, "", drained.Name)
+	}
+
+	if got := used(cached); got != 2 {
+		t.Fatalf("from the cache alone: %d slots used besides the drained node, want 2 (the test no longer shows the double count)", got)
+	}
+	w := newWrittenNodes()
+	w.remember(leftWritten)
+	if got := used(w.over(cached)); got != 1 {
+		t.Errorf("with the engine's write: %d slots used besides the drained node, want 1", got)
+	}
+	if list, _ := cached(ctx); list[0] != leftCached {
+		t.Errorf("the lister's nodes were changed")
+	}
+	w.remember(node("worker-left", "9", pitstopv1alpha1.StateOperational)) // older than the cache
+	if got := used(w.over(cached)); got != 2 {
+		t.Errorf("a write older than the cached node replaced it: %d used, want 2", got)
+	}
 }
