@@ -247,8 +247,8 @@ type Stale func(holder string, lease *coordinationv1.Lease) bool
 // Acquire gives node a slot of the budget of size max, or reports that all
 // are taken. Holding one already is success. It returns the slot's name.
 func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now time.Time, stale Stale) (string, bool, error) {
-	name, ok, err := s.acquireCached(ctx, key, max, node, now)
-	if ok || err != nil {
+	name, ok, raced, err := s.acquireCached(ctx, key, max, node, now)
+	if ok || raced || err != nil {
 		return name, ok, err
 	}
 	name, ok, err = s.acquireLive(ctx, key, max, node, now, stale)
@@ -268,20 +268,27 @@ func (s *Slots) Acquire(ctx context.Context, key Key, max int, node string, now 
 // by another replica just before a handover) a node holds two slots until
 // it leaves maintenance, which leaves the budget one node short but never
 // over.
-func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string, now time.Time) (string, bool, error) {
+//
+// A create that loses to another node goes on to the next slot the cache
+// shows free. raced says every slot the cache showed free was taken by
+// others just now: the budget is full, and asking the API server would
+// only confirm it. Nodes woken together for a freed slot race for it; a
+// loser that then listed the budget and checked its holders for staleness
+// spent three or four requests to learn that.
+func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string, now time.Time) (name string, ok, raced bool, err error) {
 	if s.Cache == nil {
-		return "", false, nil
+		return "", false, false, nil
 	}
 	list := &coordinationv1.LeaseList{}
 	if err := s.cached(ctx, key, list); err != nil {
-		return "", false, nil
+		return "", false, false, nil
 	}
 	own, slots := bySlot(key, max, node, list.Items)
 	if own != "" {
-		return own, true, nil
+		return own, true, false, nil
 	}
 	if s.recentSlot(key, node, now) != "" {
-		return "", false, nil // given a slot the cache does not show yet
+		return "", false, false, nil // given a slot the cache does not show yet
 	}
 	// Nodes woken together for freed slots would all try the lowest free
 	// one first; starting from a place of the node's own spreads them.
@@ -297,15 +304,14 @@ func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string
 		switch {
 		case err == nil:
 			s.remember(key, node, slotName(key, i), now)
-			return slotName(key, i), true, nil
+			return slotName(key, i), true, false, nil
 		case apierrors.IsAlreadyExists(err):
-			// The cache is behind: ask the API server what is free.
-			return "", false, nil
+			raced = true // the cache is behind: another node got this slot first
 		default:
-			return "", false, fmt.Errorf("taking slot %s: %w", slotName(key, i), err)
+			return "", false, false, fmt.Errorf("taking slot %s: %w", slotName(key, i), err)
 		}
 	}
-	return "", false, nil
+	return "", false, raced, nil
 }
 
 // acquireLive reads the budget's slots from the API server and takes a

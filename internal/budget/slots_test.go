@@ -226,6 +226,45 @@ func TestCachedSlotsFallBackToTheAPIServer(t *testing.T) {
 	}
 }
 
+// TestALostRaceForAFreedSlotAsksNothingMore: nodes woken together for a
+// freed slot race for it with a create each. A node whose cache shows a
+// free slot another node has just taken goes on to the next slot its
+// cache shows free, and when there is none it is told the budget is full
+// without listing the Leases from the API server.
+func TestALostRaceForAFreedSlotAsksNothingMore(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-race")
+	live := &Slots{Client: env.Client, Namespace: ns}
+	for _, tc := range []struct {
+		name, key string
+		size      int
+		want      bool
+	}{
+		{"one slot, taken", "one", 1, false},
+		{"two slots, one taken", "two", 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := Key{Name: tc.key}
+			if _, ok, err := live.Acquire(t.Context(), key, tc.size, "winner", time.Now(), nil); err != nil || !ok {
+				t.Fatalf("winner: %v %v", ok, err)
+			}
+			counting := &countingClient{Client: env.Client}
+			// Its cache has not seen the winner's slot yet.
+			loser := &Slots{Client: counting, Cache: staticCache{}, Namespace: ns}
+			_, ok, err := loser.Acquire(t.Context(), key, tc.size, "next", time.Now(), nil)
+			if err != nil || ok != tc.want {
+				t.Fatalf("got a slot: %v (%v), want %v", ok, err, tc.want)
+			}
+			if n := counting.lists.Load(); n != 0 {
+				t.Errorf("%d lists of the API server, want none", n)
+			}
+			holders, _ := live.Holders(t.Context(), key)
+			if count(holders, "winner") != 1 || len(holders) != map[bool]int{false: 1, true: 2}[tc.want] {
+				t.Errorf("holders %v", holders)
+			}
+		})
+	}
+}
+
 // staticCache answers lists with a fixed set of Leases.
 type staticCache struct {
 	client.Reader
