@@ -45,3 +45,9 @@ func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error)
 func (r *Reconciler) WriteNode(ctx context.Context, node, want *corev1.Node) error {
 	return r.writeNode(ctx, node, want)
 }
+
+// WithSlots has the Reconciler take budget slots through s.
+func (r *Reconciler) WithSlots(s *budget.Slots) *Reconciler {
+	r.slots = s
+	return r
+}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -924,3 +925,48 @@ func TestChecksReadTheInformersNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestALostRaceForASlotIsRecordedAsAFullBudget: the budget check, counted
+// from a cache that has not seen the last slot taken, passes; the slot's
+// create then fails, as another node holds it. The node waits, and its
+// record says the budget check failed, as the next evaluation will once
+// the cache catches up, rather than passed for a moment (a write of the
+// node now and another one then).
+func TestALostRaceForASlotIsRecordedAsAFullBudget(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "lost-race")
+	p := rollingProfile("lost-race", "lost-race", 1)
+	testutil.Create(t, env.Client, p)
+	if _, ok, err := (&budget.Slots{Client: env.Client, Namespace: ns}).Acquire(t.Context(), budget.Key{Name: p.Name}, 1, "winner", time.Now(), nil); err != nil || !ok {
+		t.Fatalf("the winner's slot: %v %v", ok, err)
+	}
+	node := testutil.Node("lost-race-0", testutil.WithLabels(map[string]string{"pool": "lost-race"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+	testutil.Create(t, env.Client, node)
+	behind := &budget.Slots{Client: env.Client, Cache: noLeases{Reader: env.Client}, Namespace: ns}
+	r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(behind)
+	for range 2 { // operational → maintenance-required, then the race
+		if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: node.Name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, node.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := rec.Profiles[p.Name]
+	if pr.Current != pitstopv1alpha1.StateMaintenanceRequired {
+		t.Fatalf("state %s, want %s", pr.Current, pitstopv1alpha1.StateMaintenanceRequired)
+	}
+	if passed, ok := pr.Checks["budget"]; !ok || passed {
+		t.Errorf("recorded checks %v, want budget=false", pr.Checks)
+	}
+	blocked := r.Decisions(node.Name)[p.Name].Blocking()
+	if !slices.Contains(blocked, "all 1 slots of budget budget are taken") {
+		t.Errorf("the node's evaluation says it waits for %q", blocked)
+	}
+}
+
+// noLeases is a cache that has seen no slot Lease taken.
+type noLeases struct{ client.Reader }
+
+func (noLeases) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }

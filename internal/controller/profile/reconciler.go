@@ -257,7 +257,8 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	transitions := c.engine.Transitions[pr.Current]
 	in, d := evaluate(ctx, c, node, *record, view, now)
 	r.remember(node.Name, name, d)
-	record.SetChecks(name, passedChecks(in))
+	passed := passedChecks(in)
+	record.SetChecks(name, passed)
 	requeue := until(d.NextChange, now)
 	if d.Take < 0 {
 		record.ClearFailures(name) // what failed is no longer wanted
@@ -272,7 +273,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	t := transitions[d.Take]
 	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
 	if entering {
-		ok, why, err := r.admit(ctx, c, t, node, now)
+		ok, full, why, err := r.admit(ctx, c, t, node, now)
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "budget").Inc()
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
@@ -283,6 +284,13 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 			*waitsOnFleet = true
 			d.Evaluations[d.Take].Blocked = why
 			r.remember(node.Name, name, d)
+			// The slots, not the cached count, say whether the budget is
+			// full: the record says the budget check failed, as it will
+			// at the next evaluation once the cache has caught up, rather
+			// than passed for a moment (two writes of the node for each
+			// race for a freed slot lost).
+			passed[full] = false
+			record.SetChecks(name, passed)
 			// Every slot is taken: the node is a waiter on the budget, and
 			// the node that gives a slot back wakes it.
 			return shortest(requeue, waiterRecheck), false, nil
@@ -361,8 +369,9 @@ func (r *Reconciler) notifyDue(c *compiled, name string, node *corev1.Node, reco
 
 // admit takes a slot of every budget the transition's check names
 // (maxMaintenance and stagger). All or nothing: if one is full, the slots
-// already taken are given back.
-func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, now time.Time) (bool, string, error) {
+// already taken are given back, and it returns the name of the full
+// budget's check and why.
+func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, now time.Time) (ok bool, full, why string, err error) {
 	var taken []budget.Key
 	giveBack := func() {
 		for _, k := range taken {
@@ -370,27 +379,27 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 		}
 	}
 	for _, name := range t.Expression.Names() {
-		b, ok := r.budgetOf(c, name, node, now)
-		if !ok {
+		b, isBudget := r.budgetOf(c, name, node, now)
+		if !isBudget {
 			continue
 		}
-		full := fmt.Sprintf("all %d slots of budget %s are taken", b.size, name)
+		why := fmt.Sprintf("all %d slots of budget %s are taken", b.size, name)
 		if r.slots.LooksFull(ctx, b.key, b.size, node.Name, b.expired) {
 			giveBack()
-			return false, full, nil
+			return false, name, why, nil
 		}
 		_, got, err := r.slots.Acquire(ctx, b.key, b.size, node.Name, now, b.stale)
 		if err != nil {
 			giveBack()
-			return false, "", err
+			return false, "", "", err
 		}
 		if !got {
 			giveBack()
-			return false, full, nil
+			return false, name, why, nil
 		}
 		taken = append(taken, b.key)
 	}
-	return true, "", nil
+	return true, "", "", nil
 }
 
 // slotBudget is the slots a budget check stands for.
