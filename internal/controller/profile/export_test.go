@@ -17,7 +17,8 @@ import (
 
 // NewBareReconciler is a node Reconciler outside a manager, for tests that
 // call Reconcile themselves: nodes are read through c first and apiReader
-// on a conflict. Its profiles may not use budgets or notifications.
+// on a conflict. Its profiles may not use notifications, nor budgets
+// unless WithSlots gives it slots.
 func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 	return &Reconciler{
 		client:    c,
@@ -28,6 +29,7 @@ func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 		records:   newRecordCache(),
 		waiters:   newWaiters(),
 		written:   newWrittenNodes(),
+		nodes:     listNodes(c),
 		decisions: map[string]map[string]engine.Decision{},
 	}
 }

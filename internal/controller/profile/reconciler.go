@@ -55,8 +55,7 @@ type Reconciler struct {
 	// cache shows it.
 	written  *writtenNodes
 	notifier notifier
-	// nodes lists the cached nodes for checks that count over the fleet;
-	// nil lists them through client.
+	// nodes lists the cached nodes for checks that count over the fleet.
 	nodes nodeLister
 
 	// decisions keeps each node's last evaluation per profile, for the
@@ -113,11 +112,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	record.Sync(selected, now)
 
 	want := node.DeepCopy()
-	nodes := r.nodes
-	if nodes == nil {
-		nodes = listNodes(r.client)
-	}
-	view := &clusterView{ctx: ctx, reader: r.client, list: r.written.over(nodes), profiles: list.Items, records: r.records, slots: r.slots}
+	view := &clusterView{ctx: ctx, reader: r.client, list: r.written.over(r.nodes), profiles: list.Items, records: r.records, slots: r.slots}
 	var requeue time.Duration
 	var releases, waitKeys []string
 	var afterWrite []func()
