@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,6 +72,22 @@ type Slots struct {
 	// the cache does not show it, Acquire and Release ask the API server.
 	mu    sync.Mutex
 	taken map[string]takenSlot
+	// written remembers this process's own writes of slot Leases, by
+	// name, for cacheLag: the cache is read with them laid over it. A slot
+	// just given back is then free to the next node at once, not only once
+	// the watch delivers the deletion; a slot just taken is held to the
+	// other nodes woken with the taker, which would otherwise race for it
+	// with a create bound to fail.
+	written map[string]slotWrite
+}
+
+// slotWrite is what this process last wrote of one slot Lease: the
+// versions it replaced or deleted, and the Lease as it now is (nil:
+// deleted).
+type slotWrite struct {
+	gone  []string
+	lease *coordinationv1.Lease
+	at    time.Time
 }
 
 type takenSlot struct {
@@ -112,6 +129,69 @@ func (s *Slots) remember(key Key, node, name string, now time.Time) {
 		}
 	}
 	s.taken[takenKey(key, node)] = takenSlot{name: name, at: now}
+}
+
+// wrote records a write of this process: the version before gave way to
+// lease (nil: deleted).
+func (s *Slots) wrote(name, before string, lease *coordinationv1.Lease, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = map[string]slotWrite{}
+	}
+	for n, w := range s.written { // bounded: entries older than cacheLag go
+		if now.Sub(w.at) >= cacheLag {
+			delete(s.written, n)
+		}
+	}
+	w := s.written[name]
+	if before != "" {
+		w.gone = append(w.gone, before)
+	}
+	if lease != nil {
+		lease = lease.DeepCopy()
+	}
+	w.lease, w.at = lease, now
+	s.written[name] = w
+}
+
+// overlay lays this process's own recent writes over a cached list of the
+// budget's slots: a version it replaced or deleted gives way to what it
+// wrote, and a slot it created that the cache does not show yet is added.
+// Anything else the cache shows (the write itself, or a later one by
+// anyone) stays, and the write is forgotten: the cache has caught up.
+//
+// A slot this process created and someone else deleted before the cache
+// showed it looks held until cacheLag has passed: the budget looks fuller
+// than it is for a while, never emptier.
+func (s *Slots) overlay(key Key, list *coordinationv1.LeaseList, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.written) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	items := make([]coordinationv1.Lease, 0, len(list.Items))
+	for _, lease := range list.Items {
+		seen[lease.Name] = true
+		w, ok := s.written[lease.Name]
+		if ok && !slices.Contains(w.gone, lease.ResourceVersion) {
+			delete(s.written, lease.Name) // the cache shows the write, or a later one
+		}
+		if !ok || now.Sub(w.at) >= cacheLag || !slices.Contains(w.gone, lease.ResourceVersion) {
+			items = append(items, lease)
+			continue
+		}
+		if w.lease != nil {
+			items = append(items, *w.lease)
+		}
+	}
+	for name, w := range s.written {
+		if !seen[name] && w.lease != nil && now.Sub(w.at) < cacheLag && w.lease.Labels[LabelBudget] == key.id() {
+			items = append(items, *w.lease)
+		}
+	}
+	list.Items = items
 }
 
 // NewSlots returns the slots of budgets in namespace, read live from the
@@ -191,10 +271,15 @@ func (s *Slots) CachedHolders(ctx context.Context, key Key, max int) []string {
 	return holders
 }
 
-// cached lists the budget's slots from the cache, the cache's own objects:
-// read them, never change them.
+// cached lists the budget's slots from the cache, the cache's own objects
+// (read them, never change them), with this process's own writes since
+// laid over them.
 func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseList) error {
-	return s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}, client.UnsafeDisableDeepCopy)
+	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	s.overlay(key, list, time.Now())
+	return nil
 }
 
 // KeyOf returns the budget a slot Lease belongs to, and whether it is one.
@@ -300,11 +385,13 @@ func (s *Slots) acquireCached(ctx context.Context, key Key, max int, node string
 		if slots[i] != nil {
 			continue
 		}
-		err := s.Client.Create(ctx, s.newLease(key, i, node, now))
+		lease := s.newLease(key, i, node, now)
+		err := s.Client.Create(ctx, lease)
 		switch {
 		case err == nil:
-			s.remember(key, node, slotName(key, i), now)
-			return slotName(key, i), true, false, nil
+			s.remember(key, node, lease.Name, now)
+			s.wrote(lease.Name, "", lease, now)
+			return lease.Name, true, false, nil
 		case apierrors.IsAlreadyExists(err):
 			raced = true // the cache is behind: another node got this slot first
 		default:
@@ -334,10 +421,12 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 		if lease != nil {
 			continue
 		}
-		err := s.Client.Create(ctx, s.newLease(key, i, node, now))
+		created := s.newLease(key, i, node, now)
+		err := s.Client.Create(ctx, created)
 		switch {
 		case err == nil:
-			return slotName(key, i), true, nil
+			s.wrote(created.Name, "", created, now)
+			return created.Name, true, nil
 		case apierrors.IsAlreadyExists(err):
 			continue // another node got this slot first
 		default:
@@ -348,12 +437,14 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 		if lease == nil || stale == nil || !stale(holderOf(lease), lease) {
 			continue
 		}
+		before := lease.ResourceVersion
 		lease.Spec.HolderIdentity = ptr.To(holderPrefix + node)
 		lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
 		err := s.Client.Update(ctx, lease) // carries the resourceVersion read above
 		switch {
 		case err == nil:
+			s.wrote(lease.Name, before, lease, now)
 			return slotName(key, i), true, nil
 		case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 			continue // another node got this slot first
@@ -400,6 +491,7 @@ func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false
 		}
+		s.wrote(lease.Name, lease.ResourceVersion, nil, time.Now())
 		released, sawRecent = true, sawRecent || lease.Name == recent
 	}
 	return released && sawRecent
@@ -417,7 +509,10 @@ func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 			continue
 		}
 		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			s.wrote(lease.Name, lease.ResourceVersion, nil, time.Now())
+		case !apierrors.IsConflict(err):
 			return fmt.Errorf("releasing slot %s: %w", lease.Name, err)
 		}
 	}
@@ -440,7 +535,10 @@ func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, le
 			continue
 		}
 		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			s.wrote(lease.Name, lease.ResourceVersion, nil, time.Now())
+		case !apierrors.IsConflict(err):
 			return fmt.Errorf("giving back slot %s: %w", lease.Name, err)
 		}
 	}
@@ -483,6 +581,9 @@ func (s *Slots) newLease(key Key, i int, node string, now time.Time) *coordinati
 func slotName(key Key, i int) string { return slotPrefix(key) + strconv.Itoa(i) }
 
 func slotPrefix(key Key) string { return "pitstop-slot-" + key.id() + "-" }
+
+// HolderOf names the node holding a slot Lease ("" if none).
+func HolderOf(lease *coordinationv1.Lease) string { return holderOf(lease) }
 
 func holderOf(lease *coordinationv1.Lease) string {
 	return strings.TrimPrefix(ptr.Deref(lease.Spec.HolderIdentity, ""), holderPrefix)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -262,6 +263,67 @@ func TestALostRaceForAFreedSlotAsksNothingMore(t *testing.T) {
 				t.Errorf("holders %v", holders)
 			}
 		})
+	}
+}
+
+// TestASlotGivenBackIsFreeBeforeTheCacheSeesIt: once this process has
+// given a slot back, its cache, still showing the slot held, is read
+// without it: the next node takes it with a create alone. The slot then
+// shows held by that node, before the cache shows it and after.
+func TestASlotGivenBackIsFreeBeforeTheCacheSeesIt(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-given-back")
+	key := Key{Name: "given-back"}
+	live := &Slots{Client: env.Client, Namespace: ns}
+	if _, ok, err := live.Acquire(t.Context(), key, 1, "leaving", time.Now(), nil); err != nil || !ok {
+		t.Fatalf("leaving: %v %v", ok, err)
+	}
+	held := &coordinationv1.LeaseList{}
+	if err := env.Client.List(t.Context(), held, client.InNamespace(ns)); err != nil || len(held.Items) != 1 {
+		t.Fatalf("slot Leases: %v (%d)", err, len(held.Items))
+	}
+	counting := &countingClient{Client: env.Client}
+	s := &Slots{Client: counting, Cache: staticCache{leases: held.Items}, Namespace: ns}
+	if !s.LooksFull(t.Context(), key, 1, "next", nil) {
+		t.Fatal("the budget does not look full while the slot is held")
+	}
+	if err := s.Release(t.Context(), key, "leaving"); err != nil {
+		t.Fatal(err)
+	}
+	if s.LooksFull(t.Context(), key, 1, "next", nil) {
+		t.Error("the budget looks full after its slot was given back")
+	}
+	if holders := s.CachedHolders(t.Context(), key, 1); len(holders) != 0 {
+		t.Errorf("cached holders %v after the slot was given back", holders)
+	}
+	if _, ok, err := s.Acquire(t.Context(), key, 1, "next", time.Now(), nil); err != nil || !ok {
+		t.Fatalf("next: %v %v", ok, err)
+	}
+	if n := counting.lists.Load(); n != 0 {
+		t.Errorf("%d lists of the API server, want none", n)
+	}
+	// The cache still shows the slot held by leaving.
+	if holders := s.CachedHolders(t.Context(), key, 1); !slices.Equal(holders, []string{"next"}) {
+		t.Errorf("cached holders %v before the cache caught up, want [next]", holders)
+	}
+	if !s.LooksFull(t.Context(), key, 1, "third", nil) {
+		t.Error("the budget does not look full to a third node after next took its slot")
+	}
+	// The cache catches up: the slot, created again, is held by next.
+	again := &coordinationv1.LeaseList{}
+	if err := env.Client.List(t.Context(), again, client.InNamespace(ns)); err != nil || len(again.Items) != 1 {
+		t.Fatalf("slot Leases: %v (%d)", err, len(again.Items))
+	}
+	s.Cache = staticCache{leases: again.Items}
+	if holders := s.CachedHolders(t.Context(), key, 1); !slices.Equal(holders, []string{"next"}) {
+		t.Errorf("cached holders %v, want [next]", holders)
+	}
+	// Deleted by someone else: the cache shows the slot free, and so do the slots.
+	if err := env.Client.Delete(t.Context(), &again.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+	s.Cache = staticCache{}
+	if holders := s.CachedHolders(t.Context(), key, 1); len(holders) != 0 {
+		t.Errorf("cached holders %v once the cache shows the slot deleted, want none", holders)
 	}
 }
 

@@ -53,3 +53,17 @@ func (r *Reconciler) WithSlots(s *budget.Slots) *Reconciler {
 	r.slots = s
 	return r
 }
+
+// Woken names the nodes woken, since the last call, for what another node
+// freed.
+func (r *Reconciler) Woken() []string {
+	var names []string
+	for {
+		select {
+		case e := <-r.waiters.wake:
+			names = append(names, e.Object.GetName())
+		default:
+			return names
+		}
+	}
+}

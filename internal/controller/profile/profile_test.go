@@ -15,6 +15,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -964,6 +965,95 @@ func TestALostRaceForASlotIsRecordedAsAFullBudget(t *testing.T) {
 	if !slices.Contains(blocked, "all 1 slots of budget budget are taken") {
 		t.Errorf("the node's evaluation says it waits for %q", blocked)
 	}
+}
+
+// TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt: a node leaving
+// maintenance gives its slot back and wakes the node waiting for it at
+// once; that node is let in although the cache still shows the slot held
+// by the node that left.
+func TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "handover")
+	p := rollingProfile("handover", "handover", 1)
+	testutil.Create(t, env.Client, p)
+	var nodes []*corev1.Node
+	for _, name := range []string{"handover-leaving", "handover-waiting"} {
+		n := testutil.Node(name, testutil.WithLabels(map[string]string{"pool": "handover"}),
+			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+		testutil.Create(t, env.Client, n)
+		nodes = append(nodes, n)
+	}
+	leaving, waiting := nodes[0], nodes[1]
+	cache := &leaseSnapshot{}
+	r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: cache, Namespace: ns})
+	reconcile := func(n *corev1.Node, times int) {
+		t.Helper()
+		for range times {
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: n.Name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	state := func(n *corev1.Node) pitstopv1alpha1.MaintenanceState {
+		t.Helper()
+		rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, n.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Profiles[p.Name].Current
+	}
+
+	reconcile(leaving, 2) // maintenance-required, then in maintenance with the slot
+	if got := state(leaving); got != pitstopv1alpha1.StateInMaintenance {
+		t.Fatalf("%s is %s, want %s", leaving.Name, got, pitstopv1alpha1.StateInMaintenance)
+	}
+	// From here on the cache shows the slot held by the leaving node.
+	if err := env.Client.List(t.Context(), &cache.list, client.InNamespace(ns)); err != nil || len(cache.list.Items) != 1 {
+		t.Fatalf("slot Leases: %v (%d)", err, len(cache.list.Items))
+	}
+	reconcile(waiting, 2) // maintenance-required, then waiting for the slot
+	if got := state(waiting); got != pitstopv1alpha1.StateMaintenanceRequired {
+		t.Fatalf("%s is %s, want %s", waiting.Name, got, pitstopv1alpha1.StateMaintenanceRequired)
+	}
+	if woken := r.Woken(); len(woken) != 0 {
+		t.Fatalf("woken before the slot was given back: %v", woken)
+	}
+
+	done := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`))
+	if err := env.Client.Patch(t.Context(), testutil.GetNode(t, env.Client, leaving.Name), done); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(leaving, 1) // out of maintenance; the slot is given back
+	if got := state(leaving); got != pitstopv1alpha1.StateOperational {
+		t.Fatalf("%s is %s, want %s", leaving.Name, got, pitstopv1alpha1.StateOperational)
+	}
+	if woken := r.Woken(); !slices.Equal(woken, []string{waiting.Name}) {
+		t.Fatalf("woken when the slot was given back: %v, want [%s]", woken, waiting.Name)
+	}
+	reconcile(waiting, 1)
+	if got := state(waiting); got != pitstopv1alpha1.StateInMaintenance {
+		t.Errorf("%s is %s, want %s: the cache still showing the slot given back kept it out", waiting.Name, got, pitstopv1alpha1.StateInMaintenance)
+	}
+	holders, err := (&budget.Slots{Client: env.Client, Namespace: ns}).Holders(t.Context(), budget.Key{Name: p.Name})
+	if err != nil || !slices.Equal(holders, []string{waiting.Name}) {
+		t.Errorf("slot holders %v (%v), want [%s]", holders, err, waiting.Name)
+	}
+}
+
+// leaseSnapshot is a cache of slot Leases that shows what was put in it.
+type leaseSnapshot struct {
+	client.Reader
+	list coordinationv1.LeaseList
+}
+
+func (c *leaseSnapshot) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	out := list.(*coordinationv1.LeaseList)
+	for _, l := range c.list.Items {
+		if o.LabelSelector == nil || o.LabelSelector.Matches(labels.Set(l.Labels)) {
+			out.Items = append(out.Items, l)
+		}
+	}
+	return nil
 }
 
 // noLeases is a cache that has seen no slot Lease taken.

@@ -179,13 +179,18 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	r.waiters.set(node.Name, waitKeys, waitingSince)
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
-	// this one is still in. Their waiters are woken when the cache sees
-	// the slot free (wakeOnSlotFreed) and when it sees the node leave
-	// (wakeOnLeave); nodes waiting on other nodes' states only then.
+	// this one is still in. Their waiters are woken at once: the engine
+	// counts this node from its own write and the slots as it last wrote
+	// them, so a waiter need not wait for the cache to see either.
+	// When the release fails, the cache's sight of the node leaving
+	// (wakeOnLeave) and of the slot freed (wakeOnSlotDeleted) wakes them;
+	// nodes waiting on other nodes' states only then.
 	for _, name := range releases {
 		if c := r.profiles.last(name); c != nil {
 			for _, key := range r.maxMaintenanceKeys(c, want) {
-				_ = r.slots.Release(ctx, key, want.Name)
+				if r.slots.Release(ctx, key, want.Name) == nil {
+					r.waiters.handOver(budgetWakeKey(key), want.Name, r.clock.Now())
+				}
 			}
 		}
 	}

@@ -230,9 +230,11 @@ func (r *Reconciler) wakeOnSlotDeleted(_ context.Context, e event.DeleteEvent, _
 	if !ok {
 		return
 	}
-	if key, ok := budget.KeyOf(lease); ok {
-		r.waiters.notify(budgetWakeKey(key), "")
+	key, ok := budget.KeyOf(lease)
+	if !ok || r.waiters.handedOver(budgetWakeKey(key), budget.HolderOf(lease), r.clock.Now()) {
+		return // its waiters were woken when it was given back
 	}
+	r.waiters.notify(budgetWakeKey(key), "")
 }
 
 // wakeOnSlotFreed wakes the nodes waiting on a budget once the cache sees
@@ -279,7 +281,9 @@ func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workq
 			continue
 		}
 		for _, key := range r.maxMaintenanceKeys(c, newNode) {
-			wake(budgetWakeKey(key))
+			if !r.waiters.handedOver(budgetWakeKey(key), newNode.Name, r.clock.Now()) {
+				wake(budgetWakeKey(key))
+			}
 		}
 	}
 }

@@ -16,16 +16,27 @@ import (
 // waiting first, instead of every node being evaluated again on every
 // change in the fleet.
 //
-// A freed budget wakes its waiters twice: when the manager's cache sees
-// the node leave maintenance (so the budget check, which counts from the
-// cache, passes) and after the node's slot Lease is given back (so the
-// admission, which takes a Lease, succeeds). Whichever comes second lets
-// the waiter in; the order of the two does not matter.
+// A node that gives back its budget slot wakes the budget's waiters as
+// soon as it has (handOver): the engine counts the node from its own write
+// and the slots as it last wrote them, so the waiters need not wait for the
+// cache to see either. Otherwise (a slot given back by a manager
+// that stopped, and swept) a freed budget wakes its waiters when the
+// manager's cache sees the node leave maintenance and when it sees the
+// slot Lease deleted; whichever comes second lets the waiter in.
 type waiters struct {
 	mu    sync.Mutex
 	byKey map[string]map[string]time.Time // wake key → node → waiting since
 	wake  chan event.GenericEvent
+	// handed remembers, for handedOverFor, the slots handed over at once
+	// (by wake key and the node that gave it back), so that the cache's
+	// later sight of the same hand-over wakes nobody more.
+	handed map[string]time.Time
 }
+
+// handedOverFor is how long a slot handed over at once keeps the cache's
+// sight of the hand-over from waking more waiters: longer than the cache
+// lags, shorter than the recheck of a waiter nothing woke.
+const handedOverFor = 15 * time.Second
 
 // wakeBatch is how many waiters one freed slot or state change wakes: the
 // oldest takes the slot; the next is there in case the oldest cannot.
@@ -36,7 +47,7 @@ const wakeBatch = 2
 const waiterRecheck = 30 * time.Second
 
 func newWaiters() *waiters {
-	return &waiters{byKey: map[string]map[string]time.Time{}, wake: make(chan event.GenericEvent, 1024)}
+	return &waiters{byKey: map[string]map[string]time.Time{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}}
 }
 
 // set makes node a waiter on exactly keys (none: not waiting).
@@ -63,6 +74,29 @@ func (w *waiters) set(node string, keys []string, since time.Time) {
 			w.byKey[k][node] = since
 		}
 	}
+}
+
+// handOver wakes the longest-waiting nodes on key for the slot node just
+// gave back, and remembers that they were woken for it.
+func (w *waiters) handOver(key, node string, now time.Time) {
+	w.mu.Lock()
+	for k, at := range w.handed { // bounded: old entries go
+		if now.Sub(at) >= handedOverFor {
+			delete(w.handed, k)
+		}
+	}
+	w.handed[key+"\x00"+node] = now
+	w.mu.Unlock()
+	w.notify(key, node)
+}
+
+// handedOver says the waiters on key were already woken for the slot node
+// gave back (handOver).
+func (w *waiters) handedOver(key, node string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.handed[key+"\x00"+node]
+	return ok && now.Sub(at) < handedOverFor
 }
 
 // notify wakes the longest-waiting nodes on key, other than the node that
