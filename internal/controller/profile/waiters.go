@@ -77,17 +77,22 @@ func (w *waiters) set(node string, keys []string, since time.Time) {
 }
 
 // handOver wakes the longest-waiting nodes on key for the slot node just
-// gave back, and remembers that they were woken for it.
+// gave back, and remembers that they were woken for it. When none was
+// waiting just then (those woken a moment ago are still being evaluated),
+// nothing is remembered: the cache's sight of the hand-over wakes those
+// that wait again by then.
 func (w *waiters) handOver(key, node string, now time.Time) {
+	if w.notify(key, node) == 0 {
+		return
+	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	for k, at := range w.handed { // bounded: old entries go
 		if now.Sub(at) >= handedOverFor {
 			delete(w.handed, k)
 		}
 	}
 	w.handed[key+"\x00"+node] = now
-	w.mu.Unlock()
-	w.notify(key, node)
 }
 
 // handedOver says the waiters on key were already woken for the slot node
@@ -100,14 +105,18 @@ func (w *waiters) handedOver(key, node string, now time.Time) bool {
 }
 
 // notify wakes the longest-waiting nodes on key, other than the node that
-// freed it. A full channel drops the wake-up: the recheck still comes.
-func (w *waiters) notify(key, except string) {
+// freed it, and says how many it woke. A full channel drops the wake-up:
+// the recheck still comes.
+func (w *waiters) notify(key, except string) int {
+	woken := 0
 	for _, node := range w.oldest(key, except) {
 		select {
 		case w.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
+			woken++
 		default:
 		}
 	}
+	return woken
 }
 
 // oldest returns the longest-waiting nodes on key, other than except.

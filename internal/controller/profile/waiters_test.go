@@ -8,7 +8,7 @@ import (
 
 // TestAHandedOverSlotWakesItsWaitersOnce: a node giving its slot back wakes
 // the longest-waiting nodes at once, and the cache's later sight of the
-// same hand-over is known for handedOverFor.
+// same hand-over is known for handedOverFor, unless nobody was woken.
 func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 	w := newWaiters()
 	t0 := time.Now()
@@ -26,6 +26,12 @@ func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 	}
 	if !slices.Equal(woken, []string{"first", "second"}) {
 		t.Errorf("woken %v, want the two longest waiting [first second]", woken)
+	}
+	// A slot given back while nobody waits (those woken are still being
+	// evaluated) leaves the cache's sight of it to wake them.
+	w.handOver("budget/c/", "leaving", t0)
+	if w.handedOver("budget/c/", "leaving", t0) {
+		t.Error("a hand-over that woke nobody keeps the cache from waking the waiters")
 	}
 	for _, tc := range []struct {
 		key, node string
