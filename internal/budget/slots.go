@@ -239,7 +239,7 @@ func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, ex
 	held := 0
 	for i := range list.Items {
 		lease := &list.Items[i]
-		holder := holderOf(lease)
+		holder := HolderOf(lease)
 		switch {
 		case holder == node:
 			return false // holding one: Acquire says so
@@ -264,7 +264,7 @@ func (s *Slots) CachedHolders(ctx context.Context, key Key, max int) []string {
 	}
 	var holders []string
 	for i := range list.Items {
-		if h := holderOf(&list.Items[i]); h != "" && isSlot(key, max, list.Items[i].Name) {
+		if h := HolderOf(&list.Items[i]); h != "" && isSlot(key, max, list.Items[i].Name) {
 			holders = append(holders, h)
 		}
 	}
@@ -316,7 +316,7 @@ func bySlot(key Key, max int, node string, leases []coordinationv1.Lease) (own s
 	for i := range leases {
 		lease := &leases[i]
 		if j, ok := slotIndex(key, max, lease.Name); ok {
-			if holderOf(lease) == node {
+			if HolderOf(lease) == node {
 				return lease.Name, nil
 			}
 			slots[j] = lease
@@ -434,7 +434,7 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 		}
 	}
 	for i, lease := range slots {
-		if lease == nil || stale == nil || !stale(holderOf(lease), lease) {
+		if lease == nil || stale == nil || !stale(HolderOf(lease), lease) {
 			continue
 		}
 		before := lease.ResourceVersion
@@ -484,7 +484,7 @@ func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
 	released, sawRecent := false, recent == ""
 	for i := range list.Items {
 		lease := list.Items[i].DeepCopy()
-		if holderOf(lease) != node {
+		if HolderOf(lease) != node {
 			continue
 		}
 		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
@@ -505,7 +505,7 @@ func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 	}
 	for i := range list.Items {
 		lease := &list.Items[i]
-		if holderOf(lease) != node {
+		if HolderOf(lease) != node {
 			continue
 		}
 		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
@@ -529,7 +529,7 @@ func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, le
 	}
 	for i := range list.Items {
 		lease := &list.Items[i]
-		holder := holderOf(lease)
+		holder := HolderOf(lease)
 		key, _ := KeyOf(lease)
 		if holder == "" || !stale(key, holder, lease) {
 			continue
@@ -553,7 +553,7 @@ func (s *Slots) Holders(ctx context.Context, key Key) ([]string, error) {
 	}
 	var out []string
 	for i := range list.Items {
-		if h := holderOf(&list.Items[i]); h != "" {
+		if h := HolderOf(&list.Items[i]); h != "" {
 			out = append(out, h)
 		}
 	}
@@ -583,8 +583,6 @@ func slotName(key Key, i int) string { return slotPrefix(key) + strconv.Itoa(i) 
 func slotPrefix(key Key) string { return "pitstop-slot-" + key.id() + "-" }
 
 // HolderOf names the node holding a slot Lease ("" if none).
-func HolderOf(lease *coordinationv1.Lease) string { return holderOf(lease) }
-
-func holderOf(lease *coordinationv1.Lease) string {
+func HolderOf(lease *coordinationv1.Lease) string {
 	return strings.TrimPrefix(ptr.Deref(lease.Spec.HolderIdentity, ""), holderPrefix)
 }
