@@ -61,8 +61,8 @@ func (k Key) id() string {
 type Slots struct {
 	// Client must read from the API server, not a cache.
 	Client client.Client
-	// Cache reads the slot Leases from an informer cache, for LooksFull;
-	// nil means LooksFull never answers yes.
+	// Cache reads the slot Leases from an informer cache, for Free; nil
+	// means every slot looks free.
 	Cache client.Reader
 	// Namespace holds the Leases (the manager's own).
 	Namespace string
@@ -195,7 +195,7 @@ func (s *Slots) overlay(key Key, list *coordinationv1.LeaseList, now time.Time) 
 }
 
 // NewSlots returns the slots of budgets in namespace, read live from the
-// manager's API server and written through its client, with LooksFull
+// manager's API server and written through its client, with Free
 // answered from its cache.
 func NewSlots(mgr interface {
 	GetClient() client.Client
@@ -223,18 +223,20 @@ func (c liveClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 	return c.reader.List(ctx, list, opts...)
 }
 
-// LooksFull reports, from the cache, that every slot of the budget is held
-// by another node and none has expired: Acquire would refuse, so it need
-// not ask the API server. It never grants anything, so a lagging cache
-// cannot let a node in: at worst a slot just given back still looks taken,
-// and the watch event that shows it free wakes the waiting nodes again.
-func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, expired Stale) bool {
+// Free says how many of the budget's slots the cache shows free to node:
+// neither held by another node nor expired. holding says node holds one
+// already (Acquire says which; free is then 0). Without a cache every slot
+// looks free. It never grants anything, so a lagging cache cannot let a
+// node in: at worst a slot just given back still looks taken, and the
+// watch event that shows it free wakes the waiting nodes again; a slot
+// that looks free is only Acquire's to give.
+func (s *Slots) Free(ctx context.Context, key Key, size int, node string, expired Stale) (free int, holding bool) {
 	if s.Cache == nil {
-		return false
+		return size, false
 	}
 	list := &coordinationv1.LeaseList{}
 	if err := s.cached(ctx, key, list); err != nil {
-		return false
+		return size, false
 	}
 	held := 0
 	for i := range list.Items {
@@ -242,13 +244,13 @@ func (s *Slots) LooksFull(ctx context.Context, key Key, max int, node string, ex
 		holder := HolderOf(lease)
 		switch {
 		case holder == node:
-			return false // holding one: Acquire says so
-		case holder == "", !isSlot(key, max, lease.Name), expired != nil && expired(holder, lease):
+			return 0, true
+		case holder == "", !isSlot(key, size, lease.Name), expired != nil && expired(holder, lease):
 			continue
 		}
 		held++
 	}
-	return held >= max
+	return max(size-held, 0), false
 }
 
 // CachedHolders names the nodes holding the budget's slots, as the cache

@@ -77,7 +77,7 @@ func contend(t *testing.T, replicas []*Slots, nodes, budget int) int {
 			for {
 				// As the engine does: a budget the cache shows full is
 				// not asked for a slot.
-				if slots.LooksFull(t.Context(), key, budget, node, nil) {
+				if free, _ := slots.Free(t.Context(), key, budget, node, nil); free == 0 {
 					time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
 					continue
 				}
@@ -283,13 +283,13 @@ func TestASlotGivenBackIsFreeBeforeTheCacheSeesIt(t *testing.T) {
 	}
 	counting := &countingClient{Client: env.Client}
 	s := &Slots{Client: counting, Cache: staticCache{leases: held.Items}, Namespace: ns}
-	if !s.LooksFull(t.Context(), key, 1, "next", nil) {
+	if free, _ := s.Free(t.Context(), key, 1, "next", nil); free != 0 {
 		t.Fatal("the budget does not look full while the slot is held")
 	}
 	if err := s.Release(t.Context(), key, "leaving"); err != nil {
 		t.Fatal(err)
 	}
-	if s.LooksFull(t.Context(), key, 1, "next", nil) {
+	if free, _ := s.Free(t.Context(), key, 1, "next", nil); free != 1 {
 		t.Error("the budget looks full after its slot was given back")
 	}
 	if holders := s.CachedHolders(t.Context(), key, 1); len(holders) != 0 {
@@ -305,7 +305,7 @@ func TestASlotGivenBackIsFreeBeforeTheCacheSeesIt(t *testing.T) {
 	if holders := s.CachedHolders(t.Context(), key, 1); !slices.Equal(holders, []string{"next"}) {
 		t.Errorf("cached holders %v before the cache caught up, want [next]", holders)
 	}
-	if !s.LooksFull(t.Context(), key, 1, "third", nil) {
+	if free, _ := s.Free(t.Context(), key, 1, "third", nil); free != 0 {
 		t.Error("the budget does not look full to a third node after next took its slot")
 	}
 	// The cache catches up: the slot, created again, is held by next.
@@ -380,38 +380,46 @@ func TestStaleSlotIsTakenOver(t *testing.T) {
 	}
 }
 
-// TestLooksFull: a budget looks full to a node when every slot is held by
-// another and none has expired, never to a holder, and not at all without
-// a cache.
-func TestLooksFull(t *testing.T) {
-	ns := testutil.Namespace(t, env.Client, "budget-looks-full")
+// TestFree: the slots a budget's cache shows free to a node are those
+// neither held by another node nor expired; a holder is told it holds one;
+// without a cache every slot looks free.
+func TestFree(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-free")
 	// The API server stands in for the informer cache: same reads.
 	s := &Slots{Client: env.Client, Cache: env.Client, Namespace: ns}
 	key := Key{Name: "fleet"}
 	t0 := time.Now()
-	if s.LooksFull(t.Context(), key, 2, "c", nil) {
-		t.Fatal("an empty budget looks full")
+	free := func(size int, node string, expired Stale) string {
+		n, holding := s.Free(t.Context(), key, size, node, expired)
+		return fmt.Sprintf("%d %v", n, holding)
+	}
+	if got := free(2, "c", nil); got != "2 false" {
+		t.Fatalf("an empty budget of 2: %s free, want 2", got)
 	}
 	for _, n := range []string{"a", "b"} {
 		if _, ok, err := s.Acquire(t.Context(), key, 2, n, t0, nil); err != nil || !ok {
 			t.Fatalf("%s: %v %v", n, ok, err)
 		}
 	}
-	if !s.LooksFull(t.Context(), key, 2, "c", nil) {
-		t.Error("both slots held: the budget must look full to c")
-	}
-	if s.LooksFull(t.Context(), key, 2, "a", nil) {
-		t.Error("the budget looks full to a, which holds a slot")
-	}
-	if s.LooksFull(t.Context(), key, 3, "c", nil) {
-		t.Error("two of three slots held: the budget looks full")
-	}
 	expiredA := func(holder string, _ *coordinationv1.Lease) bool { return holder == "a" }
-	if s.LooksFull(t.Context(), key, 2, "c", expiredA) {
-		t.Error("a's slot has expired: the budget must not look full")
+	for _, tc := range []struct {
+		name    string
+		size    int
+		node    string
+		expired Stale
+		want    string
+	}{
+		{"both slots held", 2, "c", nil, "0 false"},
+		{"a holder", 2, "a", nil, "0 true"},
+		{"two of three held", 3, "c", nil, "1 false"},
+		{"a's slot expired", 2, "c", expiredA, "1 false"},
+	} {
+		if got := free(tc.size, tc.node, tc.expired); got != tc.want {
+			t.Errorf("%s: free, holding = %s, want %s", tc.name, got, tc.want)
+		}
 	}
-	if (&Slots{Client: env.Client, Namespace: ns}).LooksFull(t.Context(), key, 2, "c", nil) {
-		t.Error("without a cache the budget looked full")
+	if n, _ := (&Slots{Client: env.Client, Namespace: ns}).Free(t.Context(), key, 2, "c", nil); n != 2 {
+		t.Errorf("without a cache %d of 2 slots look free, want 2", n)
 	}
 	lease := &coordinationv1.Lease{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: slotName(key, 0)}, lease); err != nil {

@@ -34,6 +34,9 @@ type clusterView struct {
 	list   nodeLister
 	nodes  []*corev1.Node
 	loaded bool
+	// lines are the nodes in line for each budget, found once per view
+	// (Evaluator.lines).
+	lines map[string][]lineEntry
 	// selectors are the profiles' node selectors, parsed once per view.
 	selectors map[string]func(*corev1.Node) bool
 }

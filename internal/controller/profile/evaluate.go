@@ -110,6 +110,9 @@ func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.No
 			_, ev.Decision = evaluate(ctx, c, node, record, view, now)
 			if t := ev.Decision.Take; t >= 0 {
 				ev.Decision.Evaluations[t].Blocked = e.waiting(ctx, c, node, pr, t, now)
+				if ev.Decision.Evaluations[t].Blocked == "" {
+					ev.Decision.Evaluations[t].Blocked = e.inLine(ctx, view, byName, c, node, pr, t, now)
+				}
 			}
 		}
 		out = append(out, ev)
@@ -138,4 +141,93 @@ func (e *Evaluator) waiting(ctx context.Context, c *compiled, node *corev1.Node,
 		}
 	}
 	return ""
+}
+
+// inLine says, for a transition into maintenance whose check passes, that
+// the node waits for a budget slot as the engine would find it: every slot
+// the cache shows is taken, or as many nodes have waited longer for the
+// free ones as there are.
+func (e *Evaluator) inLine(ctx context.Context, view *clusterView, profiles map[string]*pitstopv1alpha1.MaintenanceProfile, c *compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
+	t := c.engine.Transitions[pr.Current][take]
+	if t.Next != pitstopv1alpha1.StateInMaintenance || pr.Current == pitstopv1alpha1.StateInMaintenance {
+		return ""
+	}
+	for _, name := range t.Expression.Names() {
+		b, ok := budgetSlots(c, name, node, now)
+		if !ok {
+			continue
+		}
+		free, holding := e.slots.Free(ctx, b.key, b.size, node.Name, b.expired)
+		switch {
+		case holding:
+			continue
+		case free == 0:
+			return slotsTaken(b, name)
+		}
+		if ahead := e.ahead(view, profiles, budgetWakeKey(b.key), node.Name, pr.Since.Time); ahead >= free {
+			return linedUp(b, name, free, ahead)
+		}
+	}
+	return ""
+}
+
+// ahead counts the nodes in line for the budget of wakeKey that have
+// waited longer than node, which waits since since.
+func (e *Evaluator) ahead(view *clusterView, profiles map[string]*pitstopv1alpha1.MaintenanceProfile, wakeKey, node string, since time.Time) int {
+	if view.lines == nil {
+		view.lines = e.lines(view, profiles)
+	}
+	n := 0
+	for _, w := range view.lines[wakeKey] {
+		if w.node != node && before(w.since, w.node, since, node) {
+			n++
+		}
+	}
+	return n
+}
+
+// lineEntry is a node in line for a budget, as its record shows it.
+type lineEntry struct {
+	node  string
+	since time.Time
+}
+
+// lines are the nodes in line for each budget (by wake key), as their
+// records show their last evaluation: in a state whose transition into
+// maintenance failed only for want of a slot.
+func (e *Evaluator) lines(view *clusterView, profiles map[string]*pitstopv1alpha1.MaintenanceProfile) map[string][]lineEntry {
+	waiting := map[string]map[string]time.Time{} // wake key → node → since
+	for _, node := range view.Nodes() {
+		record, err := view.records.read(node)
+		if err != nil {
+			continue
+		}
+		for name, pr := range record.Profiles {
+			p := profiles[name]
+			if p == nil || (record.HeldBy() != "" && record.HeldBy() != name) {
+				continue
+			}
+			c, _ := e.profiles.get(p)
+			if c == nil {
+				continue
+			}
+			for _, key := range lineKeys(c, node, pr.Current, pr.Checks) {
+				if waiting[key] == nil {
+					waiting[key] = map[string]time.Time{}
+				}
+				// In line for a budget two profiles share: once, since
+				// the earlier of the two.
+				if at, ok := waiting[key][node.Name]; !ok || pr.Since.Time.Before(at) {
+					waiting[key][node.Name] = pr.Since.Time
+				}
+			}
+		}
+	}
+	lines := make(map[string][]lineEntry, len(waiting))
+	for key, nodes := range waiting {
+		for node, since := range nodes {
+			lines[key] = append(lines[key], lineEntry{node, since})
+		}
+	}
+	return lines
 }

@@ -1039,6 +1039,116 @@ func TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt(t *testing.T) {
 	}
 }
 
+// TestAFreedSlotGoesToTheNodeFirstInLine: two nodes wait for the one slot;
+// the slot given back goes to the one that has waited longer even when
+// the other is evaluated first, which says why it waits and does not race
+// for the slot; once the first is through, the other gets in.
+func TestAFreedSlotGoesToTheNodeFirstInLine(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "line")
+	p := rollingProfile("line", "line", 1)
+	testutil.Create(t, env.Client, p)
+	// Named against their order, so that the order is the time waited.
+	holder, first, later := "line-holder", "line-z-first", "line-a-later"
+	for _, name := range []string{holder, first, later} {
+		testutil.Create(t, env.Client, testutil.Node(name, testutil.WithLabels(map[string]string{"pool": "line"}),
+			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+	}
+	cache := &leaseSnapshot{}
+	r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: cache, Namespace: ns})
+	reconcile := func(name string, times int) {
+		t.Helper()
+		for range times {
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	state := func(name string) pitstopv1alpha1.MaintenanceState {
+		t.Helper()
+		rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Profiles[p.Name].Current
+	}
+	holders := func() []string {
+		t.Helper()
+		h, err := (&budget.Slots{Client: env.Client, Namespace: ns}).Holders(t.Context(), budget.Key{Name: p.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	seeSlots := func() {
+		t.Helper()
+		cache.list = coordinationv1.LeaseList{}
+		if err := env.Client.List(t.Context(), &cache.list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebooted := func(name string) {
+		t.Helper()
+		done := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`))
+		if err := env.Client.Patch(t.Context(), testutil.GetNode(t, env.Client, name), done); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reconcile(holder, 2)
+	seeSlots()
+	reconcile(first, 2)
+	time.Sleep(10 * time.Millisecond) // the record's times are to the millisecond
+	reconcile(later, 2)
+	for _, name := range []string{first, later} {
+		if got := state(name); got != pitstopv1alpha1.StateMaintenanceRequired {
+			t.Fatalf("%s is %s, want %s", name, got, pitstopv1alpha1.StateMaintenanceRequired)
+		}
+	}
+
+	rebooted(holder)
+	reconcile(holder, 1) // out of maintenance; the slot is given back
+	if woken := r.Woken(); !slices.Equal(woken, []string{first, later}) {
+		t.Fatalf("woken when the slot was given back: %v, want [%s %s]", woken, first, later)
+	}
+	// What `pitstop explain` and the dashboard show, from the records.
+	ev := profile.NewEvaluator(env.Client, check.Deps{})
+	for name, want := range map[string]string{first: "", later: "1 of the 1 slots of budget budget are free, and 1 nodes have waited longer for them"} {
+		evals, err := ev.Node(t.Context(), testutil.GetNode(t, env.Client, name), time.Now())
+		if err != nil || len(evals) != 1 || len(evals[0].Decision.Evaluations) != 1 {
+			t.Fatalf("evaluating %s: %v %+v", name, err, evals)
+		}
+		if got := evals[0].Decision.Evaluations[0]; !got.Passed || got.Blocked != want {
+			t.Errorf("%s: explained as passed %v, blocked %q; want passed, blocked %q", name, got.Passed, got.Blocked, want)
+		}
+	}
+	reconcile(later, 1)
+	if got := state(later); got != pitstopv1alpha1.StateMaintenanceRequired {
+		t.Fatalf("%s, evaluated first, is %s: it took the slot of the node that waited longer", later, got)
+	}
+	if h := holders(); len(h) != 0 {
+		t.Fatalf("slot holders %v: %s raced for the slot", h, later)
+	}
+	d := r.Decisions(later)[p.Name]
+	if len(d.Evaluations) != 1 || d.Evaluations[0].Blocked != "1 of the 1 slots of budget budget are free, and 1 nodes have waited longer for them" {
+		t.Errorf("%s's evaluation does not say it waits for the node ahead of it: %+v", later, d.Evaluations)
+	}
+	reconcile(first, 1)
+	if got := state(first); got != pitstopv1alpha1.StateInMaintenance {
+		t.Fatalf("%s is %s, want %s", first, got, pitstopv1alpha1.StateInMaintenance)
+	}
+	if h := holders(); !slices.Equal(h, []string{first}) {
+		t.Fatalf("slot holders %v, want [%s]", h, first)
+	}
+
+	seeSlots()
+	rebooted(first)
+	reconcile(first, 1)
+	reconcile(later, 1)
+	if got := state(later); got != pitstopv1alpha1.StateInMaintenance {
+		t.Errorf("%s is %s once the node ahead of it was through, want %s", later, got, pitstopv1alpha1.StateInMaintenance)
+	}
+}
+
 // leaseSnapshot is a cache of slot Leases that shows what was put in it.
 type leaseSnapshot struct {
 	client.Reader

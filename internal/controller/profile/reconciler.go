@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -73,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			node = &corev1.Node{}
 			if err := reader.Get(ctx, req.NamespacedName, node); err != nil {
 				if apierrors.IsNotFound(err) {
-					r.waiters.set(req.Name, nil, time.Time{})
+					r.waiters.set(req.Name, nil, nil, time.Time{}, time.Time{})
 					r.written.forget(req.Name)
 				}
 				return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -114,7 +115,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	want := node.DeepCopy()
 	view := &clusterView{ctx: ctx, reader: r.client, list: r.written.over(r.nodes), profiles: list.Items, records: r.records, slots: r.slots}
 	var requeue time.Duration
-	var releases, waitKeys []string
+	var releases, waitKeys, inLine []string
 	var afterWrite []func()
 	var waitingSince time.Time
 	moved := false
@@ -132,8 +133,8 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 			continue
 		}
 		before := record.Profiles[name].Current
-		waitsOnFleet := false
-		after, leaving, err := r.step(ctx, c, node, want, &record, view, now, &afterWrite, &waitsOnFleet)
+		var wait fleetWait
+		after, leaving, err := r.step(ctx, c, node, want, &record, view, now, &afterWrite, &wait)
 		if err != nil {
 			after = retryAfter(record.Profiles[name].Failures + 1)
 			attempt := record.Fail(name, err, now.Add(after))
@@ -152,9 +153,10 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 		if record.Profiles[name].Current == before {
 			after = shortest(after, r.notifyDue(c, name, want, &record, now, &afterWrite))
 		}
-		if pr := record.Profiles[name]; pr.Current == before && waitsOnFleet {
+		if pr := record.Profiles[name]; pr.Current == before && wait.onFleet {
 			if keys := r.wakeKeys(c, node, before); len(keys) > 0 {
 				waitKeys = append(waitKeys, keys...)
+				inLine = append(inLine, wait.inLine...)
 				if waitingSince.IsZero() || pr.Since.Time.Before(waitingSince) {
 					waitingSince = pr.Since.Time
 				}
@@ -176,7 +178,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	for _, f := range afterWrite {
 		f()
 	}
-	r.waiters.set(node.Name, waitKeys, waitingSince)
+	r.waiters.set(node.Name, waitKeys, inLine, waitingSince, now)
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
 	// this one is still in. Their waiters are woken at once: the engine
@@ -247,11 +249,11 @@ func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, nod
 // its triggers are done, records the move. leaving says the node left
 // maintenance for this profile (its slots are released after the write).
 //
-// waitsOnFleet is set when the node stays because of the rest of the fleet
-// (no transition passes, or every budget slot is taken); a node that was
-// let in and waits for its own triggers (its drain) is not waiting on the
-// fleet and must not be woken in place of those that are.
-func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time, afterWrite *[]func(), waitsOnFleet *bool) (time.Duration, bool, error) {
+// wait says what the node waits for from the rest of the fleet when it
+// stays; a node that was let in and waits for its own triggers (its drain)
+// is not waiting on the fleet and must not be woken in place of those that
+// are.
+func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time, afterWrite *[]func(), wait *fleetWait) (time.Duration, bool, error) {
 	name := c.spec.Name
 	pr := record.Profiles[name]
 	transitions := c.engine.Transitions[pr.Current]
@@ -262,7 +264,10 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	requeue := until(d.NextChange, now)
 	if d.Take < 0 {
 		record.ClearFailures(name) // what failed is no longer wanted
-		*waitsOnFleet = true
+		wait.onFleet = true
+		if in.HeldElsewhere == "" {
+			wait.inLine = lineKeys(c, node, pr.Current, passed)
+		}
 		return requeue, false, nil
 	}
 	if why := waitingToRetry(pr, now); why != "" {
@@ -273,7 +278,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	t := transitions[d.Take]
 	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
 	if entering {
-		ok, full, why, err := r.admit(ctx, c, t, node, now)
+		ok, full, why, err := r.admit(ctx, c, t, node, pr.Since.Time, now)
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "budget").Inc()
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
@@ -281,7 +286,10 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 			return 0, false, fmt.Errorf("taking a budget slot: %w", err)
 		}
 		if !ok {
-			*waitsOnFleet = true
+			wait.onFleet = true
+			if b, isBudget := r.budgetOf(c, full, node, now); isBudget {
+				wait.inLine = []string{budgetWakeKey(b.key)}
+			}
 			d.Evaluations[d.Take].Blocked = why
 			r.remember(node.Name, name, d)
 			// The slots, not the cached count, say whether the budget is
@@ -371,7 +379,7 @@ func (r *Reconciler) notifyDue(c *compiled, name string, node *corev1.Node, reco
 // (maxMaintenance and stagger). All or nothing: if one is full, the slots
 // already taken are given back, and it returns the name of the full
 // budget's check and why.
-func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, now time.Time) (ok bool, full, why string, err error) {
+func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, since, now time.Time) (ok bool, full, why string, err error) {
 	var taken []budget.Key
 	giveBack := func() {
 		for _, k := range taken {
@@ -383,10 +391,19 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 		if !isBudget {
 			continue
 		}
-		why := fmt.Sprintf("all %d slots of budget %s are taken", b.size, name)
-		if r.slots.LooksFull(ctx, b.key, b.size, node.Name, b.expired) {
-			giveBack()
-			return false, name, why, nil
+		wakeKey := budgetWakeKey(b.key)
+		free, holding := r.slots.Free(ctx, b.key, b.size, node.Name, b.expired)
+		if !holding {
+			if free == 0 {
+				giveBack()
+				return false, name, slotsTaken(b, name), nil
+			}
+			// The nodes in line ahead of this one take the free slots.
+			if ahead := r.waiters.ahead(wakeKey, node.Name, since, now); ahead >= free {
+				giveBack()
+				r.waiters.wakeFront(wakeKey, free, now)
+				return false, name, linedUp(b, name, free, ahead), nil
+			}
 		}
 		_, got, err := r.slots.Acquire(ctx, b.key, b.size, node.Name, now, b.stale)
 		if err != nil {
@@ -395,11 +412,67 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 		}
 		if !got {
 			giveBack()
-			return false, name, why, nil
+			return false, name, slotsTaken(b, name), nil
 		}
+		r.waiters.admitted(wakeKey, node.Name)
 		taken = append(taken, b.key)
 	}
 	return true, "", "", nil
+}
+
+// slotsTaken says why a node is not let in when every slot of the budget
+// of check name is taken.
+func slotsTaken(b slotBudget, name string) string {
+	return fmt.Sprintf("all %d slots of budget %s are taken", b.size, name)
+}
+
+// linedUp says why a node is not let in when the nodes ahead of it in line
+// take the free slots of the budget of check name.
+func linedUp(b slotBudget, name string, free, ahead int) string {
+	return fmt.Sprintf("%d of the %d slots of budget %s are free, and %d nodes have waited longer for them", free, b.size, name, ahead)
+}
+
+// fleetWait is what a node that stays waits for from the rest of the fleet.
+type fleetWait struct {
+	// onFleet: the node stays because of the rest of the fleet (no
+	// transition passes, or every budget slot is taken).
+	onFleet bool
+	// inLine names the wake keys of the budgets that alone keep the node
+	// from moving on: it stands in line for them.
+	inLine []string
+}
+
+// lineKeys names the budgets that alone keep a node in state from moving
+// into maintenance: the wake keys of the budget checks that failed (by
+// passed) in a transition into maintenance that would pass with them.
+func lineKeys(c *compiled, node *corev1.Node, state pitstopv1alpha1.MaintenanceState, passed map[string]bool) []string {
+	if state == pitstopv1alpha1.StateInMaintenance {
+		return nil
+	}
+	var keys []string
+	for _, t := range c.engine.Transitions[state] {
+		if t.Next != pitstopv1alpha1.StateInMaintenance {
+			continue
+		}
+		withSlots := maps.Clone(passed)
+		var budgets []slotBudget
+		for _, name := range t.Expression.Names() {
+			if b, ok := budgetSlots(c, name, node, time.Time{}); ok && !passed[name] {
+				withSlots[name] = true
+				budgets = append(budgets, b)
+			}
+		}
+		if len(budgets) == 0 {
+			continue
+		}
+		if ok, err := t.Expression.Eval(withSlots); err != nil || !ok {
+			continue
+		}
+		for _, b := range budgets {
+			keys = append(keys, budgetWakeKey(b.key))
+		}
+	}
+	return keys
 }
 
 // slotBudget is the slots a budget check stands for.
@@ -414,6 +487,17 @@ type slotBudget struct {
 
 // budgetOf returns the slots a check stands for, if it is a budget.
 func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, now time.Time) (slotBudget, bool) {
+	b, ok := budgetSlots(c, checkName, node, now)
+	if ok && b.stale == nil {
+		b.stale = r.notInMaintenance(now)
+	}
+	return b, ok
+}
+
+// budgetSlots returns the slots a check stands for, if it is a budget,
+// with the staleness rule of a stagger slot (expired at now); a
+// maxMaintenance slot's rule reads the cluster (Reconciler.budgetOf).
+func budgetSlots(c *compiled, checkName string, node *corev1.Node, now time.Time) (slotBudget, bool) {
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.Name != checkName {
 			continue
@@ -421,8 +505,7 @@ func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, 
 		switch {
 		case inst.MaxMaintenance != nil:
 			m := inst.MaxMaintenance
-			key := maxMaintenanceKey(c.spec.Name, m, node.Labels[m.GroupBy])
-			return slotBudget{key: key, size: int(m.Max), stale: r.notInMaintenance(now)}, true
+			return slotBudget{key: maxMaintenanceKey(c.spec.Name, m, node.Labels[m.GroupBy]), size: int(m.Max)}, true
 		case inst.Stagger != nil:
 			s := inst.Stagger
 			expired := func(_ string, l *coordinationv1.Lease) bool {

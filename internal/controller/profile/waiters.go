@@ -23,14 +23,30 @@ import (
 // that stopped, and swept) a freed budget wakes its waiters when the
 // manager's cache sees the node leave maintenance and when it sees the
 // slot Lease deleted; whichever comes second lets the waiter in.
+//
+// The waiters on a budget that wait for nothing else stand in line for
+// it: a free slot goes to the longest waiting of them, and a node with as
+// many in line ahead of it as there are free slots leaves the slots to
+// them (ahead) rather than racing them for one.
 type waiters struct {
 	mu    sync.Mutex
-	byKey map[string]map[string]time.Time // wake key → node → waiting since
+	byKey map[string]map[string]*waiter // wake key → node → its wait
 	wake  chan event.GenericEvent
 	// handed remembers, for handedOverFor, the slots handed over at once
 	// (by wake key and the node that gave it back), so that the cache's
 	// later sight of the same hand-over wakes nobody more.
 	handed map[string]time.Time
+}
+
+// waiter is one node's wait on one key.
+type waiter struct {
+	since time.Time // waiting since (entered its state)
+	seen  time.Time // last evaluated still waiting
+	// inLine: only this budget keeps the node from moving on.
+	inLine bool
+	// woken for a freed slot and not evaluated since: the next slot freed
+	// wakes the next nodes, not these again.
+	woken bool
 }
 
 // handedOverFor is how long a slot handed over at once keeps the cache's
@@ -46,34 +62,106 @@ const wakeBatch = 2
 // (a slot freed by a node that disappeared, say).
 const waiterRecheck = 30 * time.Second
 
+// lineFresh is how long a node stays in line without being evaluated
+// again: a node in line is evaluated at least every waiterRecheck, so one
+// not seen for longer (its evaluations fail, or it was woken and is queued
+// behind a busy engine) no longer holds the nodes behind it back.
+const lineFresh = 3 * waiterRecheck
+
 func newWaiters() *waiters {
-	return &waiters{byKey: map[string]map[string]time.Time{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}}
+	return &waiters{byKey: map[string]map[string]*waiter{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}}
 }
 
-// set makes node a waiter on exactly keys (none: not waiting).
-func (w *waiters) set(node string, keys []string, since time.Time) {
+// set makes node a waiter on exactly keys (none: not waiting), in line on
+// those of them in inLine, as evaluated at now.
+func (w *waiters) set(node string, keys, inLine []string, since, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	want := map[string]bool{}
 	for _, k := range keys {
+		want[k] = false
+	}
+	for _, k := range inLine {
 		want[k] = true
 	}
 	for k, nodes := range w.byKey {
-		if !want[k] {
+		if _, ok := want[k]; !ok {
 			delete(nodes, node)
 			if len(nodes) == 0 {
 				delete(w.byKey, k)
 			}
 		}
 	}
-	for k := range want {
+	for k, line := range want {
 		if w.byKey[k] == nil {
-			w.byKey[k] = map[string]time.Time{}
+			w.byKey[k] = map[string]*waiter{}
 		}
-		if _, ok := w.byKey[k][node]; !ok {
-			w.byKey[k][node] = since
+		wt := w.byKey[k][node]
+		if wt == nil {
+			wt = &waiter{since: since}
+			w.byKey[k][node] = wt
+		}
+		wt.seen, wt.inLine, wt.woken = now, line, false
+	}
+}
+
+// admitted takes node out of key's line: it holds a slot of it now.
+func (w *waiters) admitted(key, node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.byKey[key], node)
+}
+
+// ahead counts the nodes in key's line that have waited longer than node,
+// which waits since since, and were evaluated within lineFresh of now.
+func (w *waiters) ahead(key, node string, since, now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for other, wt := range w.byKey[key] {
+		if other != node && wt.inLine && now.Sub(wt.seen) < lineFresh && before(wt.since, other, since, node) {
+			n++
 		}
 	}
+	return n
+}
+
+// wakeFront wakes those of the first n nodes in key's line (as ahead
+// counts them) that are not woken yet: a node that leaves the free slots
+// to them calls it, so that a slot their last evaluation did not see free
+// does not wait for their recheck.
+func (w *waiters) wakeFront(key string, n int, now time.Time) {
+	w.mu.Lock()
+	type candidate struct {
+		node string
+		*waiter
+	}
+	var line []candidate
+	for node, wt := range w.byKey[key] {
+		if wt.inLine && now.Sub(wt.seen) < lineFresh {
+			line = append(line, candidate{node, wt})
+		}
+	}
+	sort.Slice(line, func(i, j int) bool { return before(line[i].since, line[i].node, line[j].since, line[j].node) })
+	var wake []string
+	for _, c := range line[:min(n, len(line))] {
+		if !c.woken {
+			c.woken = true
+			wake = append(wake, c.node)
+		}
+	}
+	w.mu.Unlock()
+	for _, node := range wake {
+		w.send(node)
+	}
+}
+
+// before orders waiters by how long they have waited, then by name.
+func before(since time.Time, node string, otherSince time.Time, other string) bool {
+	if !since.Equal(otherSince) {
+		return since.Before(otherSince)
+	}
+	return node < other
 }
 
 // handOver wakes the longest-waiting nodes on key for the slot node just
@@ -110,44 +198,50 @@ func (w *waiters) handedOver(key, node string, now time.Time) bool {
 func (w *waiters) notify(key, except string) int {
 	woken := 0
 	for _, node := range w.oldest(key, except) {
-		select {
-		case w.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
+		if w.send(node) {
 			woken++
-		default:
 		}
 	}
 	return woken
 }
 
-// oldest returns the longest-waiting nodes on key, other than except.
+// send queues node's evaluation ahead of the rest; false when the channel
+// is full (the recheck still comes).
+func (w *waiters) send(node string) bool {
+	select {
+	case w.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
+		return true
+	default:
+		return false
+	}
+}
+
+// oldest returns the longest-waiting nodes on key not woken yet, other
+// than except: those in line first, then those that wait for more than
+// the key.
 func (w *waiters) oldest(key, except string) []string {
 	w.mu.Lock()
-	type waiter struct {
-		node  string
-		since time.Time
+	defer w.mu.Unlock()
+	type candidate struct {
+		node string
+		*waiter
 	}
-	var list []waiter
-	for n, since := range w.byKey[key] {
-		if n != except {
-			list = append(list, waiter{n, since})
+	var list []candidate
+	for n, wt := range w.byKey[key] {
+		if n != except && !wt.woken {
+			list = append(list, candidate{n, wt})
 		}
 	}
-	w.mu.Unlock()
 	sort.Slice(list, func(i, j int) bool {
-		if !list[i].since.Equal(list[j].since) {
-			return list[i].since.Before(list[j].since)
+		if list[i].inLine != list[j].inLine {
+			return list[i].inLine
 		}
-		return list[i].node < list[j].node
+		return before(list[i].since, list[i].node, list[j].since, list[j].node)
 	})
 	out := make([]string, 0, wakeBatch)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, wt := range list[:min(wakeBatch, len(list))] {
-		out = append(out, wt.node)
-		// Woken nodes stop waiting until their evaluation says they still
-		// do, so that the next slot freed meanwhile wakes the next nodes,
-		// not these again.
-		delete(w.byKey[key], wt.node)
+	for _, c := range list[:min(wakeBatch, len(list))] {
+		out = append(out, c.node)
+		c.woken = true
 	}
 	return out
 }

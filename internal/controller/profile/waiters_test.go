@@ -13,7 +13,8 @@ func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 	w := newWaiters()
 	t0 := time.Now()
 	for i, node := range []string{"second", "first", "third"} {
-		w.set(node, []string{"budget/b/"}, t0.Add(time.Duration([]int{2, 1, 3}[i])*time.Second))
+		since := t0.Add(time.Duration([]int{2, 1, 3}[i]) * time.Second)
+		w.set(node, []string{"budget/b/"}, nil, since, since)
 	}
 	w.handOver("budget/b/", "leaving", t0)
 	var woken []string
@@ -46,5 +47,131 @@ func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 		if got := w.handedOver(tc.key, tc.node, tc.at); got != tc.want {
 			t.Errorf("handedOver(%s, %s, +%s) = %v, want %v", tc.key, tc.node, tc.at.Sub(t0), got, tc.want)
 		}
+	}
+}
+
+// TestWaitersWakeTheLongestWaitingFirst: a freed budget wakes the two nodes
+// that have waited longest on it, never the node that freed it, and
+// nothing waiting on another budget.
+func TestWaitersWakeTheLongestWaitingFirst(t *testing.T) {
+	w := newWaiters()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	w.set("late", []string{"budget/a/"}, nil, t0.Add(3*time.Minute), t0.Add(3*time.Minute))
+	w.set("first", []string{"budget/a/"}, nil, t0, t0)
+	w.set("second", []string{"budget/a/", "profile/p"}, nil, t0.Add(time.Minute), t0.Add(time.Minute))
+	w.set("other", []string{"budget/b/"}, nil, t0.Add(-time.Hour), t0.Add(-time.Hour))
+	w.set("gone", []string{"budget/a/"}, nil, t0.Add(-time.Hour), t0.Add(-time.Hour))
+	w.set("gone", nil, nil, time.Time{}, t0) // no longer waiting
+	w.notify("budget/a/", "first")
+	var woken []string
+	for len(w.wake) > 0 {
+		woken = append(woken, (<-w.wake).Object.GetName())
+	}
+	if want := []string{"second", "late"}; !slices.Equal(woken, want) {
+		t.Errorf("woke %v, want %v", woken, want)
+	}
+	// A second slot freed before they are evaluated wakes the next ones.
+	w.set("later", []string{"budget/a/"}, nil, t0.Add(4*time.Minute), t0.Add(4*time.Minute))
+	if got := w.oldest("budget/a/", ""); !slices.Equal(got, []string{"first", "later"}) {
+		t.Errorf("second wake-up woke %v, want [first later]", got)
+	}
+}
+
+// TestTheLineForABudget: the nodes that wait only for a budget stand in
+// line for it: a node counts those in line that have waited longer and
+// were evaluated lately, including those woken to take a slot; a node let
+// in leaves the line; a freed slot wakes those in line first.
+func TestTheLineForABudget(t *testing.T) {
+	w := newWaiters()
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	const key = "budget/a/"
+	now := t0.Add(10 * time.Minute)
+	w.set("windowClosed", []string{key}, nil, t0.Add(-time.Hour), now) // waits for its window too
+	w.set("first", []string{key}, []string{key}, t0, now)
+	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute), now)
+	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
+	w.set("tied", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
+	w.set("forgotten", []string{key}, []string{key}, t0.Add(-time.Hour), now.Add(-lineFresh))
+	ahead := func(node string, since time.Time) int { return w.ahead(key, node, since, now) }
+	for _, tc := range []struct {
+		node  string
+		since time.Time
+		want  int
+	}{
+		{"first", t0, 0},
+		{"second", t0.Add(time.Minute), 1},
+		{"tied", t0.Add(2 * time.Minute), 3}, // third's name comes first
+		{"third", t0.Add(2 * time.Minute), 2},
+		{"newcomer", t0.Add(3 * time.Minute), 4},
+	} {
+		if got := ahead(tc.node, tc.since); got != tc.want {
+			t.Errorf("%s: %d ahead in line, want %d", tc.node, got, tc.want)
+		}
+	}
+	if got := w.ahead("budget/b/", "second", t0.Add(time.Minute), now); got != 0 {
+		t.Errorf("%d ahead on another budget, want 0", got)
+	}
+	// A freed slot wakes the two first in line (one not evaluated lately
+	// among them: waking it is how it gets evaluated), not the node that
+	// waits for its window; woken, they still hold their places.
+	if got := w.oldest(key, ""); !slices.Equal(got, []string{"forgotten", "first"}) {
+		t.Errorf("woke %v, want [forgotten first]", got)
+	}
+	if got := ahead("third", t0.Add(2*time.Minute)); got != 2 {
+		t.Errorf("third: %d ahead once first was woken, want 2", got)
+	}
+	w.admitted(key, "first")
+	if got := ahead("third", t0.Add(2*time.Minute)); got != 1 {
+		t.Errorf("third: %d ahead once first was let in, want 1", got)
+	}
+	// Evaluated again and still waiting for the window only: not in line.
+	w.set("second", []string{key}, nil, t0.Add(time.Minute), now)
+	if got := ahead("third", t0.Add(2*time.Minute)); got != 0 {
+		t.Errorf("third: %d ahead once second waits for more than the budget, want 0", got)
+	}
+	// The next wake-up: those in line, then the others.
+	if got := w.oldest(key, ""); !slices.Equal(got, []string{"third", "tied"}) {
+		t.Errorf("woke %v, want [third tied]", got)
+	}
+	if got := w.oldest(key, ""); !slices.Equal(got, []string{"windowClosed", "second"}) {
+		t.Errorf("woke %v, want [windowClosed second]", got)
+	}
+}
+
+// TestANodeGivingWayWakesTheFrontOfTheLine: a node that leaves the free
+// slots to the nodes ahead of it wakes those of them not woken yet, first
+// in line first, and none behind them.
+func TestANodeGivingWayWakesTheFrontOfTheLine(t *testing.T) {
+	w := newWaiters()
+	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	const key = "budget/a/"
+	now := t0.Add(10 * time.Minute)
+	w.set("windowClosed", []string{key}, nil, t0.Add(-time.Hour), now)
+	w.set("forgotten", []string{key}, []string{key}, t0.Add(-time.Hour), now.Add(-lineFresh))
+	w.set("first", []string{key}, []string{key}, t0, now)
+	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute), now)
+	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
+	woken := func() []string {
+		var names []string
+		for len(w.wake) > 0 {
+			names = append(names, (<-w.wake).Object.GetName())
+		}
+		return names
+	}
+	w.wakeFront(key, 2, now)
+	if got := woken(); !slices.Equal(got, []string{"first", "second"}) {
+		t.Errorf("woke %v, want [first second]", got)
+	}
+	// Still queued: not woken twice.
+	w.wakeFront(key, 2, now)
+	if got := woken(); len(got) != 0 {
+		t.Errorf("woke %v again before they were evaluated", got)
+	}
+	// first was evaluated and still waits: woken again when a slot looks
+	// free to a node behind it.
+	w.set("first", []string{key}, []string{key}, t0, now)
+	w.wakeFront(key, 1, now)
+	if got := woken(); !slices.Equal(got, []string{"first"}) {
+		t.Errorf("woke %v, want [first]", got)
 	}
 }
