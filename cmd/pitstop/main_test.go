@@ -118,7 +118,14 @@ func (c *child) wait(timeout time.Duration) int {
 	select {
 	case <-c.done:
 	case <-time.After(timeout):
-		c.t.Fatalf("pitstop still running %s after the signal", timeout)
+		// SIGQUIT makes the Go runtime write every goroutine's stack to
+		// stderr, which the test prints: what pitstop was stuck in.
+		_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+		}
+		c.t.Fatalf("pitstop still running %s after the signal (its goroutines are in its stderr)", timeout)
 	}
 	return c.cmd.ProcessState.ExitCode()
 }

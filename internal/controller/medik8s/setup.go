@@ -9,11 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 )
 
 // GroupVersionKind is the medik8s NodeMaintenance this package reconciles.
@@ -62,8 +61,7 @@ func Setup(mgr ctrl.Manager) error {
 		// Status changes and deletions of the pitstop NodeMaintenance wake its
 		// medik8s owner, which mirrors them.
 		Owns(&pitstopv1alpha1.NodeMaintenance{}).
-		// A process runs one manager, except tests that restart it.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(r)
 }
 

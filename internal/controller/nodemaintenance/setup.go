@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
@@ -80,9 +80,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForPod), builder.WithPredicates(ctrlPredicate(podChanged))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForNode), builder.WithPredicates(ctrlPredicate(nodeChanged))).
 		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesBlockedBy), builder.WithPredicates(ctrlPredicate(budgetChanged))).
-		// A process runs one manager, except tests that restart it; the name
-		// check guards against two controllers sharing metric labels.
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
 		Complete(r)
 }
 

@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -28,6 +27,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/notify"
@@ -94,7 +94,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, firstFromMapFunc(nodeOfMaintenance), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return maintenanceStepChanged(e.ObjectOld.(*pitstopv1alpha1.NodeMaintenance), e.ObjectNew.(*pitstopv1alpha1.NodeMaintenance))
 		}})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
 		Complete(r)
 	if err != nil {
 		return nil, err
@@ -112,7 +112,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(status.allProfiles), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return e.ObjectOld.GetLabels()[engine.LabelState] != e.ObjectNew.GetLabels()[engine.LabelState]
 		}})).
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(status)
 	return r, err
 }

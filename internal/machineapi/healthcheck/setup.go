@@ -13,17 +13,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
@@ -72,8 +71,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		// The start and the end of a planned maintenance change whether its
 		// node's Machine may be remediated.
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.checksOfMaintenance)).
-		// A process runs one manager, except tests that start several.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(r)
 }
 

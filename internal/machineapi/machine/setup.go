@@ -9,11 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -21,6 +19,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
@@ -71,10 +70,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			CreateFunc: func(event.CreateEvent) bool { return false },
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: max(1, opts.MaxConcurrentReconciles),
-			SkipNameValidation:      ptr.To(true), // a process runs one manager, except tests that restart it
-		}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
 		Complete(r)
 }
 

@@ -4,10 +4,10 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 )
 
 // controllerName names the controller in logs, metrics and Events.
@@ -43,7 +43,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		For(&machinev1beta1.MachineSet{}).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &machinev1beta1.Machine{}, machines.funcs())).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &corev1.Node{}, nodes.funcs())).
-		// A process runs one manager, except tests that start several.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(r)
 }

@@ -8,15 +8,15 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 )
 
 // controllerName names the controller in logs and Events.
@@ -54,8 +54,7 @@ func Setup(mgr ctrl.Manager) error {
 		// A Node that goes away or changes what it matches by may end the
 		// ambiguity that kept the Nodes it shared a Machine with unlinked.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.rivalsOfNode), builder.WithPredicates(identityChanged)).
-		// A process runs one manager, except tests that start several.
-		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(r)
 }
 
