@@ -35,7 +35,9 @@ func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 }
 
 // SlotStale is the staleness rule of maxMaintenance slots at now.
-func (r *Reconciler) SlotStale(now time.Time) budget.Stale { return r.notInMaintenance(now) }
+func (r *Reconciler) SlotStale(ctx context.Context, now time.Time) budget.Stale {
+	return r.notInMaintenance(ctx, now)
+}
 
 // InformerNodes is the engine's lister of cached nodes.
 func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error), error) {

@@ -818,7 +818,7 @@ func TestSlotStalenessAsksTheAPIServerOnlyWhenTheCacheCannotTell(t *testing.T) {
 
 	reads := &atomic.Int32{}
 	cache := staleNodes{Client: env.Client, nodes: map[string]*corev1.Node{"slot-late": lagging}}
-	stale := profile.NewBareReconciler(cache, countingReader{Reader: env.Client, reads: reads}).SlotStale(time.Now())
+	stale := profile.NewBareReconciler(cache, countingReader{Reader: env.Client, reads: reads}).SlotStale(t.Context(), time.Now())
 	lease := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}}}
 	for _, tc := range []struct {
 		holder    string

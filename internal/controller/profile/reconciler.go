@@ -287,7 +287,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 		}
 		if !ok {
 			wait.onFleet = true
-			if b, isBudget := r.budgetOf(c, full, node, now); isBudget {
+			if b, isBudget := budgetSlots(c, full, node, now); isBudget {
 				wait.inLine = []string{budgetWakeKey(b.key)}
 			}
 			d.Evaluations[d.Take].Blocked = why
@@ -387,7 +387,7 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 		}
 	}
 	for _, name := range t.Expression.Names() {
-		b, isBudget := r.budgetOf(c, name, node, now)
+		b, isBudget := r.budgetOf(ctx, c, name, node, now)
 		if !isBudget {
 			continue
 		}
@@ -486,10 +486,10 @@ type slotBudget struct {
 }
 
 // budgetOf returns the slots a check stands for, if it is a budget.
-func (r *Reconciler) budgetOf(c *compiled, checkName string, node *corev1.Node, now time.Time) (slotBudget, bool) {
+func (r *Reconciler) budgetOf(ctx context.Context, c *compiled, checkName string, node *corev1.Node, now time.Time) (slotBudget, bool) {
 	b, ok := budgetSlots(c, checkName, node, now)
 	if ok && b.stale == nil {
-		b.stale = r.notInMaintenance(now)
+		b.stale = r.notInMaintenance(ctx, now)
 	}
 	return b, ok
 }
@@ -538,12 +538,12 @@ func maxMaintenanceKey(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, g
 // holders without a request (they are in maintenance); what it cannot rule
 // out is confirmed with the API server, since a lagging cache may miss a
 // node's move into maintenance or its drain's NodeMaintenance.
-func (r *Reconciler) notInMaintenance(now time.Time) budget.Stale {
+func (r *Reconciler) notInMaintenance(ctx context.Context, now time.Time) budget.Stale {
 	return func(holder string, l *coordinationv1.Lease) bool {
 		if l.Spec.AcquireTime != nil && now.Sub(l.Spec.AcquireTime.Time) < slotGrace {
 			return false
 		}
-		return !needsSlot(r.client, holder) && !needsSlot(r.apiReader, holder)
+		return !needsSlot(ctx, r.client, holder) && !needsSlot(ctx, r.apiReader, holder)
 	}
 }
 
@@ -551,9 +551,9 @@ func (r *Reconciler) notInMaintenance(now time.Time) budget.Stale {
 // sees it: the node is in maintenance for some profile, its record cannot
 // be read, or the NodeMaintenance of its drain exists (its transition into
 // maintenance waits for the drain). An error reading counts as needing it.
-func needsSlot(reader client.Reader, holder string) bool {
+func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
 	n := &corev1.Node{}
-	if err := reader.Get(context.Background(), client.ObjectKey{Name: holder}, n); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: holder}, n); err != nil {
 		return !apierrors.IsNotFound(err)
 	}
 	rec, err := engine.ReadRecord(n)
@@ -561,7 +561,7 @@ func needsSlot(reader client.Reader, holder string) bool {
 		return true
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	err = reader.Get(context.Background(), client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
+	err = reader.Get(ctx, client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
 	return !apierrors.IsNotFound(err)
 }
 
@@ -583,7 +583,7 @@ func (r *Reconciler) sweepSlots(ctx context.Context) error {
 					}
 				}
 			}
-			stale := r.notInMaintenance(r.clock.Now())
+			stale := r.notInMaintenance(ctx, r.clock.Now())
 			_ = r.slots.Sweep(ctx, func(key budget.Key, holder string, lease *coordinationv1.Lease) bool {
 				return budgets[key.Name] && stale(holder, lease)
 			})
@@ -602,7 +602,7 @@ func (r *Reconciler) maxMaintenanceKeys(c *compiled, node *corev1.Node) []budget
 	var keys []budget.Key
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.MaxMaintenance != nil {
-			b, _ := r.budgetOf(c, inst.Name, node, time.Time{})
+			b, _ := budgetSlots(c, inst.Name, node, time.Time{})
 			keys = append(keys, b.key)
 		}
 	}
@@ -616,7 +616,7 @@ func (r *Reconciler) wakeKeys(c *compiled, node *corev1.Node, state pitstopv1alp
 	var keys []string
 	for _, t := range c.engine.Transitions[state] {
 		for _, name := range t.Expression.Names() {
-			if b, ok := r.budgetOf(c, name, node, time.Time{}); ok {
+			if b, ok := budgetSlots(c, name, node, time.Time{}); ok {
 				keys = append(keys, budgetWakeKey(b.key))
 				continue
 			}
