@@ -1,9 +1,12 @@
 package profile
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -11,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
+	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
@@ -65,5 +70,35 @@ func TestOnlyADrainsStepsWakeItsNode(t *testing.T) {
 		if got := maintenanceStepChanged(draining, tc.new); got != tc.want {
 			t.Errorf("%s: changed %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestANodeInMaintenanceGoesFirstWhenItChanges: with the fleet's nodes
+// queued, a change of a node in maintenance (its drain's restore
+// uncordoning it) queues it ahead of them; a change of a node waiting for
+// maintenance goes behind them.
+func TestANodeInMaintenanceGoesFirstWhenItChanges(t *testing.T) {
+	q := ctrlqueue.Wrap(priorityqueue.New[reconcile.Request]("test"))
+	defer q.ShutDown()
+	for _, n := range []string{"waiting-0", "waiting-1"} {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
+	}
+	node := func(name string, state pitstopv1alpha1.MaintenanceState) *corev1.Node {
+		record := engine.Record{Profiles: map[string]engine.ProfileRecord{"rolling": {Current: state}}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "2", Annotations: map[string]string{engine.AnnotationData: record.Encode()}}}
+	}
+	events := nodeEvents(newRecordCache())
+	for _, n := range []*corev1.Node{node("waiting-2", pitstopv1alpha1.StateMaintenanceRequired), node("restored", pitstopv1alpha1.StateInMaintenance)} {
+		old := n.DeepCopy()
+		old.ResourceVersion = "1"
+		events.Update(t.Context(), event.UpdateEvent{ObjectOld: old, ObjectNew: n}, q)
+	}
+	var order []string
+	for range 4 {
+		req, priority, _ := q.GetWithPriority()
+		order = append(order, fmt.Sprintf("%s/%d", req.Name, priority))
+	}
+	if want := []string{fmt.Sprintf("restored/%d", pipelinePriority), "waiting-0/0", "waiting-1/0", "waiting-2/0"}; !slices.Equal(order, want) {
+		t.Errorf("out of the queue: %v, want %v", order, want)
 	}
 }

@@ -80,7 +80,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("profile-node").
-		For(&corev1.Node{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		Watches(&corev1.Node{}, nodeEvents(r.records), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return nodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
 		}})).
 		// A profile's spec changes every node's evaluation; its status
@@ -173,6 +173,39 @@ func addFirst(q workqueue.TypedRateLimitingInterface[reconcile.Request], node st
 		return
 	}
 	q.Add(req)
+}
+
+// nodeEvents queues a node's evaluation when the node changes: ahead of the
+// nodes not under way when its record says it is in maintenance (the
+// restore of its drain, say, lets it out), as a change of its
+// NodeMaintenance does; otherwise as the queue orders any change, the
+// nodes of the first list after the rest.
+func nodeEvents(records *recordCache) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		node, ok := o.(*corev1.Node)
+		if !ok {
+			return
+		}
+		if record, err := records.read(node); err == nil && record.HeldBy() != "" {
+			addFirst(q, node.Name)
+			return
+		}
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: node.Name}})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
 }
 
 // firstFromMapFunc is handler.EnqueueRequestsFromMapFunc with addFirst.
