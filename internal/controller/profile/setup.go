@@ -181,7 +181,7 @@ func addFirst(q workqueue.TypedRateLimitingInterface[reconcile.Request], node st
 // NodeMaintenance does; otherwise as the queue orders any change, the
 // nodes of the first list after the rest.
 func nodeEvents(records *recordCache) handler.EventHandler {
-	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return onEveryEvent(func(_ context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		node, ok := o.(*corev1.Node)
 		if !ok {
 			return
@@ -191,30 +191,21 @@ func nodeEvents(records *recordCache) handler.EventHandler {
 			return
 		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: node.Name}})
-	}
-	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.ObjectNew, q)
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(e.Object, q)
-		},
-	}
+	})
 }
 
 // firstFromMapFunc is handler.EnqueueRequestsFromMapFunc with addFirst.
 func firstFromMapFunc(fn handler.MapFunc) handler.EventHandler {
-	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return onEveryEvent(func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range fn(ctx, o) {
 			addFirst(q, req.Name)
 		}
-	}
+	})
+}
+
+// onEveryEvent calls add with the object of every event (the new one of
+// an update).
+func onEveryEvent(add func(context.Context, client.Object, workqueue.TypedRateLimitingInterface[reconcile.Request])) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(ctx, e.Object, q)

@@ -113,35 +113,26 @@ func (w *waiters) admitted(key, node string) {
 }
 
 // ahead counts the nodes in key's line that have waited longer than node,
-// which waits since since, and were evaluated within lineFresh of now.
+// which waits since since.
 func (w *waiters) ahead(key, node string, since, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
-	for other, wt := range w.byKey[key] {
-		if other != node && wt.inLine && now.Sub(wt.seen) < lineFresh && before(wt.since, other, since, node) {
+	for _, c := range w.line(key, now) {
+		if c.node != node && before(c.since, c.node, since, node) {
 			n++
 		}
 	}
 	return n
 }
 
-// wakeFront wakes those of the first n nodes in key's line (as ahead
-// counts them) that are not woken yet: a node that leaves the free slots
-// to them calls it, so that a slot their last evaluation did not see free
-// does not wait for their recheck.
+// wakeFront wakes those of the first n nodes in key's line that are not
+// woken yet: a node that leaves the free slots to them calls it, so that a
+// slot their last evaluation did not see free does not wait for their
+// recheck.
 func (w *waiters) wakeFront(key string, n int, now time.Time) {
 	w.mu.Lock()
-	type candidate struct {
-		node string
-		*waiter
-	}
-	var line []candidate
-	for node, wt := range w.byKey[key] {
-		if wt.inLine && now.Sub(wt.seen) < lineFresh {
-			line = append(line, candidate{node, wt})
-		}
-	}
+	line := w.line(key, now)
 	sort.Slice(line, func(i, j int) bool { return before(line[i].since, line[i].node, line[j].since, line[j].node) })
 	var wake []string
 	for _, c := range line[:min(n, len(line))] {
@@ -154,6 +145,24 @@ func (w *waiters) wakeFront(key string, n int, now time.Time) {
 	for _, node := range wake {
 		w.send(node)
 	}
+}
+
+// candidate is a node's wait on a key, named.
+type candidate struct {
+	node string
+	*waiter
+}
+
+// line returns, in no order, the nodes in key's line that were evaluated
+// within lineFresh of now. w.mu must be held.
+func (w *waiters) line(key string, now time.Time) []candidate {
+	var line []candidate
+	for node, wt := range w.byKey[key] {
+		if wt.inLine && now.Sub(wt.seen) < lineFresh {
+			line = append(line, candidate{node, wt})
+		}
+	}
+	return line
 }
 
 // before orders waiters by how long they have waited, then by name.
@@ -222,10 +231,6 @@ func (w *waiters) send(node string) bool {
 func (w *waiters) oldest(key, except string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	type candidate struct {
-		node string
-		*waiter
-	}
 	var list []candidate
 	for n, wt := range w.byKey[key] {
 		if n != except && !wt.woken {
