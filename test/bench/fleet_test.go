@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	slotbudget "github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -160,6 +162,12 @@ func (p phase) String() string {
 // through its steps.
 type timeline struct {
 	created, drained, entered, deleting, gone, left time.Time
+	// restored is when the node was first seen uncordoned after it
+	// entered maintenance.
+	restored time.Time
+	// slotTaken and slotFreed are when the node's budget slot Lease
+	// showed it as holder, and then no longer.
+	slotTaken, slotFreed time.Time
 }
 
 // spans are the durations to - from over the timelines that have both.
@@ -302,6 +310,16 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 		return res, err
 	}
 	defer nmWatch.Stop()
+	slotList := &coordinationv1.LeaseList{}
+	slotsOnly := []client.ListOption{client.InNamespace(managerNS), client.HasLabels{slotbudget.LabelBudget}}
+	if err := cl.List(ctx, slotList, slotsOnly...); err != nil {
+		return res, err
+	}
+	slotWatch, err := retryWatch(ctx, cl, &coordinationv1.LeaseList{}, slotList.ResourceVersion, slotsOnly...)
+	if err != nil {
+		return res, err
+	}
+	defer slotWatch.Stop()
 	requestsBefore, err := m.requests()
 	if err != nil {
 		return res, err
@@ -325,7 +343,8 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 		}
 		return timelines[node]
 	}
-	var exits, admissions []time.Time
+	var exits, admissions, slotsFreed, slotsTaken []time.Time
+	holders := map[string]string{} // slot Lease → the node holding it
 	done := map[string]bool{}
 	draining := map[string]bool{}
 	// The run fails when no node has finished its maintenance for
@@ -349,12 +368,12 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 			}
 		case <-timeout:
 			res.cpu = processesCPU(pids, names).since(cpuBefore)
-			res.phases = fleetPhases(start, timelines, admissions, exits, budget)
+			res.phases = fleetPhases(start, timelines, admissions, exits, slotsFreed, slotsTaken, budget)
 			return res, fmt.Errorf("%d of %d nodes maintained before the timeout; %s; CPU, share of one core: %s",
 				len(done), nodes, phaseSummary(res.phases), res.cpu.share(time.Since(start)))
 		case <-stall.C:
 			res.cpu = processesCPU(pids, names).since(cpuBefore)
-			res.phases = fleetPhases(start, timelines, admissions, exits, budget)
+			res.phases = fleetPhases(start, timelines, admissions, exits, slotsFreed, slotsTaken, budget)
 			return res, fmt.Errorf("%d of %d nodes maintained, none in the last %s; %s; CPU, share of one core: %s",
 				len(done), nodes, fleetStall, phaseSummary(res.phases), res.cpu.share(time.Since(start)))
 		case <-progress.C:
@@ -390,6 +409,9 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 				delete(inMaintenance, n.Name)
 			}
 			res.mostInMaintenance = max(res.mostInMaintenance, len(inMaintenance))
+			if t := at(n.Name); !t.entered.IsZero() && t.restored.IsZero() && !n.Spec.Unschedulable {
+				t.restored = now
+			}
 			rec, err := engine.ReadRecord(n)
 			if err == nil && rec.Profiles[fleetProfile].Previous == pitstopv1alpha1.StateInMaintenance &&
 				n.Annotations[fleetAnnotation] == "" && !n.Spec.Unschedulable && !done[n.Name] {
@@ -419,6 +441,29 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 				t.deleting = now
 			}
 			res.mostDraining = max(res.mostDraining, len(draining))
+		case ev, ok := <-slotWatch.ResultChan():
+			if !ok {
+				return res, errors.New("the slot Lease watch ended")
+			}
+			lease, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			now, holder := time.Now(), slotbudget.HolderOf(lease)
+			if ev.Type == watch.Deleted {
+				holder = ""
+			}
+			if before := holders[lease.Name]; before != holder {
+				if before != "" {
+					at(before).slotFreed = now
+					slotsFreed = append(slotsFreed, now)
+				}
+				if holder != "" && at(holder).slotTaken.IsZero() {
+					at(holder).slotTaken = now
+					slotsTaken = append(slotsTaken, now)
+				}
+			}
+			holders[lease.Name] = holder
 		}
 	}
 	res.makespan = time.Since(start)
@@ -446,7 +491,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 		res.workBound = work / time.Duration(budget)
 		res.listSchedule = listSchedule(timelines, budget, *fleetMaintenance)
 	}
-	res.phases = fleetPhases(start, timelines, admissions, exits, budget)
+	res.phases = fleetPhases(start, timelines, admissions, exits, slotsFreed, slotsTaken, budget)
 	var held time.Duration
 	for _, d := range spans(timelines, func(t *timeline) (time.Time, time.Time) { return t.created, t.left }) {
 		held += d
@@ -489,7 +534,7 @@ func listSchedule(timelines map[string]*timeline, budget int, maintenance time.D
 
 // fleetPhases are the medians of the steps of the nodes' maintenance, as
 // far as the timelines go.
-func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, exits []time.Time, budget int) []phase {
+func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, exits, slotsFreed, slotsTaken []time.Time, budget int) []phase {
 	var phases []phase
 	if len(admissions) > 0 {
 		phases = append(phases, phase{"start (all nodes annotated at once) → first NodeMaintenance created", []time.Duration{admissions[0].Sub(start)}})
@@ -501,19 +546,31 @@ func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, ex
 		step("NodeMaintenance created → Drained", func(t *timeline) (time.Time, time.Time) { return t.created, t.drained }),
 		step("drained → in-maintenance", func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered }),
 		step("in-maintenance → NodeMaintenance deleted", func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting }),
-		step("deleted → NodeMaintenance gone (node restored)", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone }),
-		step("gone → node out of maintenance", func(t *timeline) (time.Time, time.Time) { return t.gone, t.left }),
+		step("deleted → node restored (uncordoned)", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.restored }),
+		step("restored → node out of maintenance", func(t *timeline) (time.Time, time.Time) { return t.restored, t.left }),
+		step("deleted → NodeMaintenance gone", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone }),
 	)
-	// The k-th admission after the first budget ones took the slot the
-	// (k-budget)-th exit freed.
-	var refills []time.Duration
-	for k := budget; k < len(admissions) && k-budget < len(exits); k++ {
-		refills = append(refills, admissions[k].Sub(exits[k-budget]))
-	}
-	if len(refills) > 0 {
+	if refills := refills(exits, admissions, budget); len(refills) > 0 {
 		phases = append(phases, phase{"node out of maintenance → next NodeMaintenance created", refills})
 	}
+	// The refill's parts, from the slot Leases.
+	phases = append(phases, step("  of it: node out of maintenance → its slot given back", func(t *timeline) (time.Time, time.Time) { return t.left, t.slotFreed }))
+	if handOvers := refills(slotsFreed, slotsTaken, budget); len(handOvers) > 0 {
+		phases = append(phases, phase{"  of it: slot given back → next slot taken", handOvers})
+	}
+	phases = append(phases, step("  of it: slot taken → its NodeMaintenance created", func(t *timeline) (time.Time, time.Time) { return t.slotTaken, t.created }))
 	return phases
+}
+
+// refills pairs the times slots came free with the times they were taken
+// again: the k-th taking after the first budget ones took the slot the
+// (k-budget)-th freeing gave back.
+func refills(freed, taken []time.Time, budget int) []time.Duration {
+	var d []time.Duration
+	for k := budget; k < len(taken) && k-budget < len(freed); k++ {
+		d = append(d, taken[k].Sub(freed[k-budget]))
+	}
+	return d
 }
 
 func phaseSummary(phases []phase) string {
@@ -526,10 +583,12 @@ func phaseSummary(phases []phase) string {
 
 // retryWatch watches list's kind from version on, resuming after the API
 // server ends the watch.
-func retryWatch(ctx context.Context, cl client.WithWatch, list client.ObjectList, version string) (*watchtools.RetryWatcher, error) {
+func retryWatch(ctx context.Context, cl client.WithWatch, list client.ObjectList, version string, only ...client.ListOption) (*watchtools.RetryWatcher, error) {
 	return watchtools.NewRetryWatcherWithContext(ctx, version, &toolscache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), &client.ListOptions{Raw: &opts})
+			o := &client.ListOptions{Raw: &opts}
+			o.ApplyOptions(only)
+			return cl.Watch(ctx, list.DeepCopyObject().(client.ObjectList), o)
 		},
 	})
 }

@@ -132,7 +132,7 @@ func (e *Evaluator) waiting(ctx context.Context, c *compiled, node *corev1.Node,
 		if !ok {
 			continue
 		}
-		why, err := o.Waiting(ctx, e.reader, node.Name)
+		why, err := o.Waiting(ctx, e.reader, node, pr.Current)
 		if err != nil {
 			return fmt.Sprintf("trigger %s: %v", name, err)
 		}

@@ -175,13 +175,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 func TestDrainAndRestoreTriggers(t *testing.T) {
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	testutil.Kubelet(t, env.Clientset)
-	p := rollingProfile("drainer", "drainer", 1)
-	p.Spec.Triggers = append(p.Spec.Triggers,
-		pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
-		pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
-	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
-	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"restore"}
-	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, restoringProfile("drainer"))
 	ns := testutil.Namespace(t, env.Client, "drainer")
 	testutil.Create(t, env.Client, testutil.Node("drainer-0", testutil.WithLabels(map[string]string{"pool": "drainer"})))
 	testutil.ManagedPods(t, env.Client, ns, "drainer-0", "web", 3)
@@ -224,9 +218,118 @@ func TestDrainAndRestoreTriggers(t *testing.T) {
 		}
 		return nil
 	})
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-drainer-0"}, &pitstopv1alpha1.NodeMaintenance{}); err == nil {
-		t.Error("the NodeMaintenance outlived the maintenance")
+	// The node leaves once restored; the object goes a moment later.
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "profile-drainer-0"}, &pitstopv1alpha1.NodeMaintenance{}); err == nil {
+			return fmt.Errorf("the NodeMaintenance outlived the maintenance")
+		}
+		return nil
+	})
+}
+
+// restoringProfile drains the nodes of pool one at a time and restores
+// them when the reboot-needed annotation goes.
+func restoringProfile(pool string) *pitstopv1alpha1.MaintenanceProfile {
+	p := rollingProfile(pool, pool, 1)
+	p.Spec.Triggers = append(p.Spec.Triggers,
+		pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+		pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"restore"}
+	return p
+}
+
+// TestANodeLeavesMaintenanceOnceItIsRestored: the restore lets the node out
+// as soon as the NodeMaintenance controller has put it back, before the
+// object is gone (another finalizer keeps it here). The node's next
+// maintenance then waits for that object to go: its status (Ready, drained)
+// is the last maintenance's and must never pass for the new drain.
+func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Kubelet(t, env.Clientset)
+	testutil.Create(t, env.Client, restoringProfile("restorer"))
+	ns := testutil.Namespace(t, env.Client, "restorer")
+	testutil.Create(t, env.Client, testutil.Node("restorer-0", testutil.WithLabels(map[string]string{"pool": "restorer"})))
+	testutil.ManagedPods(t, env.Client, ns, "restorer-0", "web", 2)
+	state := func() pitstopv1alpha1.MaintenanceState {
+		return pitstopv1alpha1.MaintenanceState(testutil.GetNode(t, env.Client, "restorer-0").Labels[engine.LabelState])
 	}
+	awaitState := func(want pitstopv1alpha1.MaintenanceState) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+			if got := state(); got != want {
+				return fmt.Errorf("state %q, want %q", got, want)
+			}
+			return nil
+		})
+	}
+	annotate := func(value string) {
+		t.Helper()
+		patch := []byte(`{"metadata":{"annotations":{"reboot-needed":` + value + `}}}`)
+		if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "restorer-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hold = "test.pitstop.dev/hold"
+	nmKey := client.ObjectKey{Name: "profile-restorer-0"}
+
+	annotate(`"true"`)
+	awaitState(pitstopv1alpha1.StateInMaintenance)
+	last := &pitstopv1alpha1.NodeMaintenance{}
+	if err := env.Client.Get(t.Context(), nmKey, last); err != nil {
+		t.Fatal(err)
+	}
+	held := last.DeepCopy()
+	held.Finalizers = append(held.Finalizers, hold)
+	if err := env.Client.Patch(t.Context(), held, client.MergeFrom(last)); err != nil {
+		t.Fatal(err)
+	}
+
+	annotate("null")
+	awaitState(pitstopv1alpha1.StateOperational)
+	if n := testutil.GetNode(t, env.Client, "restorer-0"); n.Spec.Unschedulable || testutil.HasTaint(n, pitstopv1alpha1.TaintDrain) {
+		t.Errorf("out of maintenance but not restored: unschedulable %v, taints %v", n.Spec.Unschedulable, n.Spec.Taints)
+	}
+	going := &pitstopv1alpha1.NodeMaintenance{}
+	if err := env.Client.Get(t.Context(), nmKey, going); err != nil || going.DeletionTimestamp.IsZero() {
+		t.Fatalf("the node left before its NodeMaintenance was deleted, or only once it was gone: %v, %+v", err, going.ObjectMeta)
+	}
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if err := env.Client.Get(t.Context(), nmKey, going); err != nil {
+			return err
+		}
+		if slices.Contains(going.Finalizers, pitstopv1alpha1.FinalizerNodeMaintenance) {
+			return fmt.Errorf("the NodeMaintenance controller has not let the object go: finalizers %v", going.Finalizers)
+		}
+		return nil
+	})
+
+	// A new maintenance waits for the last one's object.
+	annotate(`"true"`)
+	awaitState(pitstopv1alpha1.StateMaintenanceRequired)
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if n := testutil.GetNode(t, env.Client, "restorer-0"); n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) || n.Spec.Unschedulable {
+			t.Fatalf("the new maintenance went ahead while the last one's NodeMaintenance was there: state %q, unschedulable %v",
+				n.Labels[engine.LabelState], n.Spec.Unschedulable)
+		}
+	}
+	unheld := going.DeepCopy()
+	unheld.Finalizers = slices.DeleteFunc(unheld.Finalizers, func(f string) bool { return f == hold })
+	if err := env.Client.Patch(t.Context(), unheld, client.MergeFrom(going)); err != nil {
+		t.Fatal(err)
+	}
+	awaitState(pitstopv1alpha1.StateInMaintenance)
+	next := &pitstopv1alpha1.NodeMaintenance{}
+	if err := env.Client.Get(t.Context(), nmKey, next); err != nil || next.UID == last.UID ||
+		!meta.IsStatusConditionTrue(next.Status.Conditions, pitstopv1alpha1.ConditionReady) {
+		t.Errorf("in maintenance without a drain of its own: %v, NodeMaintenance %s (the last one was %s), conditions %+v",
+			err, next.UID, last.UID, next.Status.Conditions)
+	}
+	if n := testutil.GetNode(t, env.Client, "restorer-0"); !n.Spec.Unschedulable {
+		t.Error("in maintenance but not cordoned")
+	}
+	annotate("null")
+	awaitState(pitstopv1alpha1.StateOperational)
 }
 
 // TestWebhookRefusesProfilesThatDoNotCompile: with the webhook serving, a

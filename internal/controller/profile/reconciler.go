@@ -306,7 +306,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	}
 	scratch := want.DeepCopy()
 	for _, tn := range t.Triggers {
-		done, status, err := c.triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, Client: r.client})
+		done, status, err := c.triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Current, Client: r.client})
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
 			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)

@@ -12,6 +12,7 @@ package trigger
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,8 @@ type Context struct {
 	Node *corev1.Node
 	// Profile is the profile whose transition runs the trigger.
 	Profile string
+	// From is the state the transition leaves, as the record on Node says.
+	From pitstopv1alpha1.MaintenanceState
 	// Client creates and deletes NodeMaintenances.
 	Client client.Client
 }
@@ -125,7 +128,18 @@ func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 	if err != nil {
 		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", MaintenanceName(c.Node.Name), err)
 	}
+	if !nm.DeletionTimestamp.IsZero() {
+		return false, lastMaintenanceGoing(nm), nil
+	}
 	return drainProgress(nm)
+}
+
+// lastMaintenanceGoing says why a drain waits for the NodeMaintenance of
+// the node's last maintenance: the restore let the node out once the node
+// was restored, and the object goes a moment later. Its status is the last
+// maintenance's (Ready, drained), so it must never count as this drain's.
+func lastMaintenanceGoing(nm *pitstopv1alpha1.NodeMaintenance) string {
+	return "waiting for NodeMaintenance " + nm.Name + " of the last maintenance to be gone"
 }
 
 // drainProgress says whether the drain is done (the NodeMaintenance is
@@ -146,7 +160,7 @@ func drainProgress(nm *pitstopv1alpha1.NodeMaintenance) (bool, string, error) {
 }
 
 // restoreTrigger deletes the NodeMaintenance a profile created and is done
-// once it is gone (the node restored). A NodeMaintenance someone else
+// once the node is restored (Restored). A NodeMaintenance someone else
 // created is left alone.
 type restoreTrigger struct{}
 
@@ -163,36 +177,74 @@ func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 		if err := c.Client.Delete(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
 			return false, "", fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
 		}
+		return false, "restoring node " + c.Node.Name, nil
+	}
+	if Restored(nm, c.Node, c.From) {
+		return true, "", nil
 	}
 	return false, "restoring node " + c.Node.Name, nil
+}
+
+// Restored says whether the node's NodeMaintenance nm, being deleted, has
+// put the node back, so that the node may leave maintenance before the
+// object is gone. The NodeMaintenance controller restores the node in one
+// write (the cordon, its taints and label, and the record of the cordon,
+// AnnotationCordonedBefore, go together) and only then lets the object go:
+// leaving at that write rather than at the object's end takes the removal
+// of its finalizer off the way between one node's maintenance and the
+// next's.
+//
+// The node must be as read with its record saying it is in maintenance
+// (from): that version of the node was written after the drain was done,
+// so after the cordon, and a node without the record of the cordon in it
+// has been restored. A node leaving an earlier state (a drain given up)
+// may be read from before the cordon; it waits for the object to be gone.
+// So does a node another NodeMaintenance holds, which keeps the cordon.
+func Restored(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node, from pitstopv1alpha1.MaintenanceState) bool {
+	if nm == nil {
+		return true
+	}
+	if nm.DeletionTimestamp.IsZero() || from != pitstopv1alpha1.StateInMaintenance {
+		return false
+	}
+	if _, cordoned := node.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; cordoned {
+		return false
+	}
+	return !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == pitstopv1alpha1.TaintDrain })
 }
 
 // Observer is a trigger that can tell, without acting, what it is still
 // waiting for: what `pitstop explain` and the dashboard show for a
 // transition whose check passes.
 type Observer interface {
-	// Waiting returns what the trigger waits for, or "" when it would be
-	// done (or has not started).
-	Waiting(ctx context.Context, reader client.Reader, node string) (string, error)
+	// Waiting returns what the trigger of a transition out of state from
+	// waits for, or "" when it would be done (or has not started).
+	Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, from pitstopv1alpha1.MaintenanceState) (string, error)
 }
 
 // Waiting implements Observer: the drain while the NodeMaintenance is not
 // Ready; a failed drain is an error, as in Run.
-func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node string) (string, error) {
+func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, _ pitstopv1alpha1.MaintenanceState) (string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node)}, nm); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node.Name)}, nm); err != nil {
 		return "", client.IgnoreNotFound(err)
+	}
+	if !nm.DeletionTimestamp.IsZero() {
+		return lastMaintenanceGoing(nm), nil
 	}
 	_, status, err := drainProgress(nm)
 	return status, err
 }
 
-// Waiting implements Observer: the restore while the NodeMaintenance is
-// there.
-func (restoreTrigger) Waiting(ctx context.Context, reader client.Reader, node string) (string, error) {
+// Waiting implements Observer: the restore until the node is restored, as
+// in Run.
+func (restoreTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, from pitstopv1alpha1.MaintenanceState) (string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node)}, nm); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node.Name)}, nm); err != nil {
 		return "", client.IgnoreNotFound(err)
+	}
+	if Restored(nm, node, from) {
+		return "", nil
 	}
 	return "waiting for NodeMaintenance " + nm.Name + " to be deleted and the node restored", nil
 }
