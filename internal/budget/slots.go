@@ -440,9 +440,7 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 			continue
 		}
 		before := lease.ResourceVersion
-		lease.Spec.HolderIdentity = ptr.To(holderPrefix + node)
-		lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
-		lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+		giveTo(lease, node, now)
 		err := s.Client.Update(ctx, lease) // carries the resourceVersion read above
 		switch {
 		case err == nil:
@@ -455,6 +453,63 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 		}
 	}
 	return "", false, nil
+}
+
+// giveTo makes node the holder of a slot Lease from now.
+func giveTo(lease *coordinationv1.Lease, node string, now time.Time) {
+	lease.Spec.HolderIdentity = ptr.To(holderPrefix + node)
+	lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
+	lease.Spec.LeaseTransitions = ptr.To(ptr.Deref(lease.Spec.LeaseTransitions, 0) + 1)
+}
+
+// HandOver gives the slot node from holds in the budget of size max
+// straight to node to, in one write: to then finds the slot held for it
+// instead of racing the other nodes for it, and the budget is never a
+// node over, since the slot only changes hands. The Lease changes holder
+// only if it has not changed since the cache (with this process's own
+// writes laid over it) showed it. It reports false, having changed
+// nothing, unless the cache shows from holding exactly one slot of the
+// budget, within max, and to none; the caller then gives the slot back
+// (Release).
+func (s *Slots) HandOver(ctx context.Context, key Key, max int, from, to string, now time.Time) (bool, error) {
+	if s.Cache == nil || from == to {
+		return false, nil
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.cached(ctx, key, list); err != nil {
+		return false, nil
+	}
+	var held *coordinationv1.Lease
+	for i := range list.Items {
+		switch HolderOf(&list.Items[i]) {
+		case to:
+			return false, nil
+		case from:
+			if held != nil {
+				return false, nil
+			}
+			held = &list.Items[i]
+		}
+	}
+	if held == nil || !isSlot(key, max, held.Name) {
+		return false, nil
+	}
+	if recent := s.recentSlot(key, from, now); recent != "" && recent != held.Name {
+		return false, nil // the cache does not show the slot given to from a moment ago
+	}
+	lease := held.DeepCopy() // the cache's own object
+	before := lease.ResourceVersion
+	giveTo(lease, to, now)
+	switch err := s.Client.Update(ctx, lease); {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("handing slot %s to node %s: %w", lease.Name, to, err)
+	}
+	s.wrote(lease.Name, before, lease, now)
+	s.remember(key, from, "", now)
+	s.remember(key, to, lease.Name, now)
+	return true, nil
 }
 
 // Release gives up every slot of the budget node holds; slots beyond max

@@ -327,6 +327,77 @@ func TestASlotGivenBackIsFreeBeforeTheCacheSeesIt(t *testing.T) {
 	}
 }
 
+// TestHandOver: a slot is handed from one node to another by one update of
+// its Lease, without a list; the next node then holds it as far as the
+// slots tell, before the cache shows it. A hand-over the cache cannot
+// vouch for (from holds no slot, to holds one, the Lease changed since the
+// cache saw it) changes nothing.
+func TestHandOver(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-hand-over")
+	key := Key{Name: "hand-over"}
+	live := &Slots{Client: env.Client, Namespace: ns}
+	for _, node := range []string{"leaving", "other"} {
+		if _, ok, err := live.Acquire(t.Context(), key, 3, node, time.Now(), nil); err != nil || !ok {
+			t.Fatalf("%s: %v %v", node, ok, err)
+		}
+	}
+	cached := &coordinationv1.LeaseList{}
+	if err := env.Client.List(t.Context(), cached, client.InNamespace(ns)); err != nil || len(cached.Items) != 2 {
+		t.Fatalf("slot Leases: %v (%d)", err, len(cached.Items))
+	}
+	counting := &countingClient{Client: env.Client}
+	s := &Slots{Client: counting, Cache: staticCache{leases: cached.Items}, Namespace: ns}
+	for _, refused := range []struct{ from, to string }{
+		{"leaving", "other"}, // other holds a slot already
+		{"nobody", "next"},   // nobody holds none
+		{"leaving", "leaving"},
+	} {
+		if ok, err := s.HandOver(t.Context(), key, 3, refused.from, refused.to, time.Now()); err != nil || ok {
+			t.Errorf("%s → %s: handed over %v (%v), want refused", refused.from, refused.to, ok, err)
+		}
+	}
+	if holders, err := live.Holders(t.Context(), key); err != nil || !slices.Equal(sorted(holders), []string{"leaving", "other"}) {
+		t.Fatalf("holders %v (%v) after refused hand-overs", holders, err)
+	}
+
+	ok, err := s.HandOver(t.Context(), key, 3, "leaving", "next", time.Now())
+	if err != nil || !ok {
+		t.Fatalf("leaving → next: %v %v", ok, err)
+	}
+	if holders, err := live.Holders(t.Context(), key); err != nil || !slices.Equal(sorted(holders), []string{"next", "other"}) {
+		t.Errorf("holders %v (%v), want [next other]", holders, err)
+	}
+	if free, holding := s.Free(t.Context(), key, 3, "next", nil); !holding {
+		t.Errorf("next does not hold a slot before the cache shows it (free %d)", free)
+	}
+	if free, _ := s.Free(t.Context(), key, 3, "third", nil); free != 1 {
+		t.Errorf("%d slots free to a third node, want 1", free)
+	}
+	name, ok, err := s.Acquire(t.Context(), key, 3, "next", time.Now(), nil)
+	if err != nil || !ok || name != cached.Items[slices.IndexFunc(cached.Items, func(l coordinationv1.Lease) bool { return HolderOf(&l) == "leaving" })].Name {
+		t.Errorf("next's slot %q (%v %v), want the one handed to it", name, ok, err)
+	}
+	if n := counting.lists.Load(); n != 0 {
+		t.Errorf("%d lists of the API server, want none", n)
+	}
+
+	// Another process, whose cache still shows the slot held by leaving,
+	// cannot hand it over again: the Lease changed.
+	behind := &Slots{Client: env.Client, Cache: staticCache{leases: cached.Items}, Namespace: ns}
+	if ok, err := behind.HandOver(t.Context(), key, 3, "leaving", "fourth", time.Now()); err != nil || ok {
+		t.Errorf("a hand-over from a stale cache: %v (%v), want refused", ok, err)
+	}
+	if holders, err := live.Holders(t.Context(), key); err != nil || !slices.Equal(sorted(holders), []string{"next", "other"}) {
+		t.Errorf("holders %v (%v) after the stale hand-over, want [next other]", holders, err)
+	}
+}
+
+func sorted(names []string) []string {
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return out
+}
+
 // staticCache answers lists with a fixed set of Leases.
 type staticCache struct {
 	client.Reader

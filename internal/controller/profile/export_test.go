@@ -56,6 +56,12 @@ func (r *Reconciler) WithSlots(s *budget.Slots) *Reconciler {
 	return r
 }
 
+// WithClock has the Reconciler read the time from c.
+func (r *Reconciler) WithClock(c clock.Clock) *Reconciler {
+	r.clock = c
+	return r
+}
+
 // Woken names the nodes woken, since the last call, for what another node
 // freed.
 func (r *Reconciler) Woken() []string {

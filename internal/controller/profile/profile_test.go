@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -1071,81 +1072,102 @@ func TestALostRaceForASlotIsRecordedAsAFullBudget(t *testing.T) {
 }
 
 // TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt: a node leaving
-// maintenance gives its slot back and wakes the node waiting for it at
-// once; that node is let in although the cache still shows the slot held
-// by the node that left.
+// maintenance gives its slot up at once, and the node waiting for it is
+// let in although the cache still shows the slot held by the node that
+// left. With the waiting node first in line, the slot is handed to it in
+// one write (the same Lease changes holder); with nobody in line (the
+// waiting node not evaluated for longer than a place in line lasts), the
+// slot is given back and the waiting node woken to take it.
 func TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt(t *testing.T) {
-	ns := testutil.Namespace(t, env.Client, "handover")
-	p := rollingProfile("handover", "handover", 1)
-	testutil.Create(t, env.Client, p)
-	var nodes []*corev1.Node
-	for _, name := range []string{"handover-leaving", "handover-waiting"} {
-		n := testutil.Node(name, testutil.WithLabels(map[string]string{"pool": "handover"}),
-			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
-		testutil.Create(t, env.Client, n)
-		nodes = append(nodes, n)
-	}
-	leaving, waiting := nodes[0], nodes[1]
-	cache := &leaseSnapshot{}
-	r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: cache, Namespace: ns})
-	reconcile := func(n *corev1.Node, times int) {
-		t.Helper()
-		for range times {
-			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: n.Name}}); err != nil {
+	for _, inLine := range []bool{true, false} {
+		t.Run(fmt.Sprintf("in line=%t", inLine), func(t *testing.T) {
+			name := fmt.Sprintf("handover-%t", inLine)
+			ns := testutil.Namespace(t, env.Client, name)
+			p := rollingProfile(name, name, 1)
+			testutil.Create(t, env.Client, p)
+			var nodes []*corev1.Node
+			for _, suffix := range []string{"leaving", "waiting"} {
+				n := testutil.Node(name+"-"+suffix, testutil.WithLabels(map[string]string{"pool": name}),
+					func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+				testutil.Create(t, env.Client, n)
+				nodes = append(nodes, n)
+			}
+			leaving, waiting := nodes[0], nodes[1]
+			cache := &leaseSnapshot{}
+			clock := clocktesting.NewFakeClock(time.Now())
+			r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: cache, Namespace: ns}).WithClock(clock)
+			reconcile := func(n *corev1.Node, times int) {
+				t.Helper()
+				for range times {
+					if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: n.Name}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			state := func(n *corev1.Node) pitstopv1alpha1.MaintenanceState {
+				t.Helper()
+				rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, n.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rec.Profiles[p.Name].Current
+			}
+
+			reconcile(leaving, 2) // maintenance-required, then in maintenance with the slot
+			if got := state(leaving); got != pitstopv1alpha1.StateInMaintenance {
+				t.Fatalf("%s is %s, want %s", leaving.Name, got, pitstopv1alpha1.StateInMaintenance)
+			}
+			// From here on the cache shows the slot held by the leaving node.
+			if err := env.Client.List(t.Context(), &cache.list, client.InNamespace(ns)); err != nil || len(cache.list.Items) != 1 {
+				t.Fatalf("slot Leases: %v (%d)", err, len(cache.list.Items))
+			}
+			slot := cache.list.Items[0]
+			reconcile(waiting, 2) // maintenance-required, then waiting for the slot
+			if got := state(waiting); got != pitstopv1alpha1.StateMaintenanceRequired {
+				t.Fatalf("%s is %s, want %s", waiting.Name, got, pitstopv1alpha1.StateMaintenanceRequired)
+			}
+			if woken := r.Woken(); len(woken) != 0 {
+				t.Fatalf("woken before the slot was given back: %v", woken)
+			}
+			if !inLine {
+				clock.Step(2 * time.Minute)
+			}
+
+			done := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`))
+			if err := env.Client.Patch(t.Context(), testutil.GetNode(t, env.Client, leaving.Name), done); err != nil {
 				t.Fatal(err)
 			}
-		}
-	}
-	state := func(n *corev1.Node) pitstopv1alpha1.MaintenanceState {
-		t.Helper()
-		rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, n.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec.Profiles[p.Name].Current
-	}
-
-	reconcile(leaving, 2) // maintenance-required, then in maintenance with the slot
-	if got := state(leaving); got != pitstopv1alpha1.StateInMaintenance {
-		t.Fatalf("%s is %s, want %s", leaving.Name, got, pitstopv1alpha1.StateInMaintenance)
-	}
-	// From here on the cache shows the slot held by the leaving node.
-	if err := env.Client.List(t.Context(), &cache.list, client.InNamespace(ns)); err != nil || len(cache.list.Items) != 1 {
-		t.Fatalf("slot Leases: %v (%d)", err, len(cache.list.Items))
-	}
-	reconcile(waiting, 2) // maintenance-required, then waiting for the slot
-	if got := state(waiting); got != pitstopv1alpha1.StateMaintenanceRequired {
-		t.Fatalf("%s is %s, want %s", waiting.Name, got, pitstopv1alpha1.StateMaintenanceRequired)
-	}
-	if woken := r.Woken(); len(woken) != 0 {
-		t.Fatalf("woken before the slot was given back: %v", woken)
-	}
-
-	done := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`))
-	if err := env.Client.Patch(t.Context(), testutil.GetNode(t, env.Client, leaving.Name), done); err != nil {
-		t.Fatal(err)
-	}
-	reconcile(leaving, 1) // out of maintenance; the slot is given back
-	if got := state(leaving); got != pitstopv1alpha1.StateOperational {
-		t.Fatalf("%s is %s, want %s", leaving.Name, got, pitstopv1alpha1.StateOperational)
-	}
-	if woken := r.Woken(); !slices.Equal(woken, []string{waiting.Name}) {
-		t.Fatalf("woken when the slot was given back: %v, want [%s]", woken, waiting.Name)
-	}
-	reconcile(waiting, 1)
-	if got := state(waiting); got != pitstopv1alpha1.StateInMaintenance {
-		t.Errorf("%s is %s, want %s: the cache still showing the slot given back kept it out", waiting.Name, got, pitstopv1alpha1.StateInMaintenance)
-	}
-	holders, err := (&budget.Slots{Client: env.Client, Namespace: ns}).Holders(t.Context(), budget.Key{Name: p.Name})
-	if err != nil || !slices.Equal(holders, []string{waiting.Name}) {
-		t.Errorf("slot holders %v (%v), want [%s]", holders, err, waiting.Name)
+			reconcile(leaving, 1) // out of maintenance; the slot is given up
+			if got := state(leaving); got != pitstopv1alpha1.StateOperational {
+				t.Fatalf("%s is %s, want %s", leaving.Name, got, pitstopv1alpha1.StateOperational)
+			}
+			if woken := r.Woken(); !slices.Equal(woken, []string{waiting.Name}) {
+				t.Fatalf("woken when the slot was given up: %v, want [%s]", woken, waiting.Name)
+			}
+			reconcile(waiting, 1)
+			if got := state(waiting); got != pitstopv1alpha1.StateInMaintenance {
+				t.Errorf("%s is %s, want %s: the cache still showing the slot given up kept it out", waiting.Name, got, pitstopv1alpha1.StateInMaintenance)
+			}
+			holders, err := (&budget.Slots{Client: env.Client, Namespace: ns}).Holders(t.Context(), budget.Key{Name: p.Name})
+			if err != nil || !slices.Equal(holders, []string{waiting.Name}) {
+				t.Errorf("slot holders %v (%v), want [%s]", holders, err, waiting.Name)
+			}
+			now := &coordinationv1.Lease{}
+			if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&slot), now); err != nil {
+				t.Fatal(err)
+			}
+			if handed := now.UID == slot.UID; handed != inLine {
+				t.Errorf("the slot Lease was handed over (the same object): %t, want %t", handed, inLine)
+			}
+		})
 	}
 }
 
-// TestAFreedSlotGoesToTheNodeFirstInLine: two nodes wait for the one slot;
-// the slot given back goes to the one that has waited longer even when
-// the other is evaluated first, which says why it waits and does not race
-// for the slot; once the first is through, the other gets in.
+// TestAFreedSlotGoesToTheNodeFirstInLine: two nodes wait for the one slot.
+// A slot freed by the sweep (its holder went away) goes to the one that
+// has waited longer even when the other is evaluated first, which says why
+// it waits and does not race for the slot. Once the first is through, it
+// hands its slot straight to the other.
 func TestAFreedSlotGoesToTheNodeFirstInLine(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client, "line")
 	p := rollingProfile("line", "line", 1)
@@ -1208,11 +1230,15 @@ func TestAFreedSlotGoesToTheNodeFirstInLine(t *testing.T) {
 		}
 	}
 
-	rebooted(holder)
-	reconcile(holder, 1) // out of maintenance; the slot is given back
-	if woken := r.Woken(); !slices.Equal(woken, []string{first, later}) {
-		t.Fatalf("woken when the slot was given back: %v, want [%s %s]", woken, first, later)
+	// The holder's node goes away in maintenance, and the sweep gives its
+	// slot back.
+	if err := env.Client.Delete(t.Context(), testutil.GetNode(t, env.Client, holder)); err != nil {
+		t.Fatal(err)
 	}
+	if err := (&budget.Slots{Client: env.Client, Namespace: ns}).Release(t.Context(), budget.Key{Name: p.Name}, holder); err != nil {
+		t.Fatal(err)
+	}
+	seeSlots()
 	// What `pitstop explain` and the dashboard show, from the records.
 	ev := profile.NewEvaluator(env.Client, check.Deps{})
 	for name, want := range map[string]string{first: "", later: "1 of the 1 slots of budget budget are free, and 1 nodes have waited longer for them"} {
@@ -1244,8 +1270,15 @@ func TestAFreedSlotGoesToTheNodeFirstInLine(t *testing.T) {
 	}
 
 	seeSlots()
+	r.Woken() // those the giving way woke
 	rebooted(first)
 	reconcile(first, 1)
+	if woken := r.Woken(); !slices.Equal(woken, []string{later}) {
+		t.Errorf("woken when %s left: %v, want [%s]", first, woken, later)
+	}
+	if h := holders(); !slices.Equal(h, []string{later}) {
+		t.Errorf("slot holders %v once %s left, want [%s]: the slot was not handed to the next in line", h, first, later)
+	}
 	reconcile(later, 1)
 	if got := state(later); got != pitstopv1alpha1.StateInMaintenance {
 		t.Errorf("%s is %s once the node ahead of it was through, want %s", later, got, pitstopv1alpha1.StateInMaintenance)

@@ -181,17 +181,13 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	r.waiters.set(node.Name, waitKeys, inLine, waitingSince, now)
 	// Slots are given back only once the node is recorded out of
 	// maintenance: giving them back first could let another node in while
-	// this one is still in. Their waiters are woken at once: the engine
-	// counts this node from its own write and the slots as it last wrote
-	// them, so a waiter need not wait for the cache to see either.
-	// When the release fails, the cache's sight of the node leaving
-	// (wakeOnLeave) and of the slot freed (wakeOnSlotDeleted) wakes them;
-	// nodes waiting on other nodes' states only then.
+	// this one is still in.
 	for _, name := range releases {
 		if c := r.profiles.last(name); c != nil {
-			for _, key := range r.maxMaintenanceKeys(c, want) {
-				if r.slots.Release(ctx, key, want.Name) == nil {
-					r.waiters.handOver(budgetWakeKey(key), want.Name, r.clock.Now())
+			for _, inst := range c.spec.Spec.Checks {
+				if inst.MaxMaintenance != nil {
+					b, _ := budgetSlots(c, inst.Name, want, time.Time{})
+					r.giveBack(ctx, b, want.Name)
 				}
 			}
 		}
@@ -593,6 +589,31 @@ func (r *Reconciler) sweepSlots(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 		}
+	}
+}
+
+// giveBack gives the slot node holds of budget b, the node being recorded
+// out of maintenance, to the first node in line for it: one write, after
+// which that node finds its slot taken for it. With nobody in line (or
+// the hand-over refused), the slot goes back to the budget and its waiters
+// are woken at once: the engine counts this node from its own write and
+// the slots as it last wrote them, so a waiter need not wait for the
+// cache to see either. When giving it back fails, the cache's sight of
+// the node leaving (wakeOnLeave) and of the slot freed (wakeOnSlotDeleted)
+// wakes them; nodes waiting on other nodes' states only then.
+//
+// A node handed a slot that no longer wants to go in (its window closed
+// meanwhile, say) holds it until the sweep finds it out of maintenance.
+func (r *Reconciler) giveBack(ctx context.Context, b slotBudget, node string) {
+	key, now := budgetWakeKey(b.key), r.clock.Now()
+	if next := r.waiters.front(key, node, now); next != "" {
+		if ok, err := r.slots.HandOver(ctx, b.key, b.size, node, next, now); err == nil && ok {
+			r.waiters.gave(key, node, next, now)
+			return
+		}
+	}
+	if r.slots.Release(ctx, b.key, node) == nil {
+		r.waiters.handOver(key, node, now)
 	}
 }
 

@@ -269,9 +269,11 @@ func (r *Reconciler) wakeOnSlotFreed(_ context.Context, e event.UpdateEvent, _ w
 	if !okOld || !okNew || ptr.Deref(oldLease.Spec.HolderIdentity, "") == ptr.Deref(newLease.Spec.HolderIdentity, "") {
 		return
 	}
-	if key, ok := budget.KeyOf(newLease); ok {
-		r.waiters.notify(budgetWakeKey(key), "")
+	key, ok := budget.KeyOf(newLease)
+	if !ok || r.waiters.handedOver(budgetWakeKey(key), budget.HolderOf(oldLease), r.clock.Now()) {
+		return // handed straight to the node first in line
 	}
+	r.waiters.notify(budgetWakeKey(key), "")
 }
 
 // wakeOnLeave wakes the nodes waiting on what a node's state change frees,

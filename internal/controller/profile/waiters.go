@@ -184,6 +184,38 @@ func (w *waiters) handOver(key, node string, now time.Time) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.rememberHandOver(key, node, now)
+}
+
+// front is the node first in key's line that is not woken yet, other than
+// except: the node a slot given back goes to straight away.
+func (w *waiters) front(key, except string, now time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first candidate
+	for _, c := range w.line(key, now) {
+		if c.node != except && !c.woken && (first.waiter == nil || before(c.since, c.node, first.since, first.node)) {
+			first = c
+		}
+	}
+	return first.node
+}
+
+// gave records that node from handed its slot of key straight to node to
+// (Slots.HandOver): to leaves the line and is woken to go in, and the
+// cache's later sight of the hand-over (from leaving maintenance, the
+// slot changing holder) wakes nobody more.
+func (w *waiters) gave(key, from, to string, now time.Time) {
+	w.mu.Lock()
+	delete(w.byKey[key], to)
+	w.rememberHandOver(key, from, now)
+	w.mu.Unlock()
+	w.send(to)
+}
+
+// rememberHandOver remembers, for handedOverFor, that the slot node gave
+// back was handed over. w.mu must be held.
+func (w *waiters) rememberHandOver(key, node string, now time.Time) {
 	for k, at := range w.handed { // bounded: old entries go
 		if now.Sub(at) >= handedOverFor {
 			delete(w.handed, k)
