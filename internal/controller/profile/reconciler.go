@@ -400,6 +400,10 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 				r.waiters.wakeFront(wakeKey, free, now)
 				return false, name, linedUp(b, name, free, ahead), nil
 			}
+			if !r.waiters.admitting(wakeKey, node.Name, now) {
+				giveBack()
+				return false, name, fmt.Sprintf("a slot of budget %s is being handed to it", name), nil
+			}
 		}
 		_, got, err := r.slots.Acquire(ctx, b.key, b.size, node.Name, now, b.stale)
 		if err != nil {
@@ -606,11 +610,12 @@ func (r *Reconciler) sweepSlots(ctx context.Context) error {
 // meanwhile, say) holds it until the sweep finds it out of maintenance.
 func (r *Reconciler) giveBack(ctx context.Context, b slotBudget, node string) {
 	key, now := budgetWakeKey(b.key), r.clock.Now()
-	if next := r.waiters.front(key, node, now); next != "" {
+	if next := r.waiters.claimFront(key, node, now); next != "" {
 		if ok, err := r.slots.HandOver(ctx, b.key, b.size, node, next, now); err == nil && ok {
 			r.waiters.gave(key, node, next, now)
 			return
 		}
+		r.waiters.unclaim(key, next)
 	}
 	if r.slots.Release(ctx, b.key, node) == nil {
 		r.waiters.handOver(key, node, now)

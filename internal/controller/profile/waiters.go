@@ -36,6 +36,10 @@ type waiters struct {
 	// (by wake key and the node that gave it back), so that the cache's
 	// later sight of the same hand-over wakes nobody more.
 	handed map[string]time.Time
+	// claimed remembers the nodes a slot is being handed to (by wake key
+	// and node, since when): until the hand-over is done, their own
+	// admission must not take another slot (claimFront).
+	claimed map[string]time.Time
 }
 
 // waiter is one node's wait on one key.
@@ -69,7 +73,7 @@ const waiterRecheck = 30 * time.Second
 const lineFresh = 3 * waiterRecheck
 
 func newWaiters() *waiters {
-	return &waiters{byKey: map[string]map[string]*waiter{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}}
+	return &waiters{byKey: map[string]map[string]*waiter{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}, claimed: map[string]time.Time{}}
 }
 
 // set makes node a waiter on exactly keys (none: not waiting), in line on
@@ -187,9 +191,15 @@ func (w *waiters) handOver(key, node string, now time.Time) {
 	w.rememberHandOver(key, node, now)
 }
 
-// front is the node first in key's line that is not woken yet, other than
-// except: the node a slot given back goes to straight away.
-func (w *waiters) front(key, except string, now time.Time) string {
+// claimFor bounds how long a claim on a node (claimFront) holds back its
+// own admission: longer than a hand-over's write takes.
+const claimFor = 10 * time.Second
+
+// claimFront takes the node first in key's line that is not woken yet,
+// other than except, out of the line and claims it for the slot except is
+// about to hand it, so that two slots given up at once go to two nodes.
+// It returns "" when nobody is in line.
+func (w *waiters) claimFront(key, except string, now time.Time) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first candidate
@@ -198,19 +208,46 @@ func (w *waiters) front(key, except string, now time.Time) string {
 			first = c
 		}
 	}
+	if first.waiter == nil {
+		return ""
+	}
+	delete(w.byKey[key], first.node)
+	w.claimed[key+"\x00"+first.node] = now
 	return first.node
 }
 
+// admitting takes node out of key's line as it asks for a slot of key,
+// unless a slot is being handed to it (claimFront): then it must not take
+// another, and it reports false.
+func (w *waiters) admitting(key, node string, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at, ok := w.claimed[key+"\x00"+node]; ok && now.Sub(at) < claimFor {
+		return false
+	}
+	delete(w.byKey[key], node)
+	return true
+}
+
 // gave records that node from handed its slot of key straight to node to
-// (Slots.HandOver): to leaves the line and is woken to go in, and the
-// cache's later sight of the hand-over (from leaving maintenance, the
-// slot changing holder) wakes nobody more.
+// (Slots.HandOver): to is woken to go in, and the cache's later sight of
+// the hand-over (from leaving maintenance, the slot changing holder) wakes
+// nobody more.
 func (w *waiters) gave(key, from, to string, now time.Time) {
 	w.mu.Lock()
-	delete(w.byKey[key], to)
+	delete(w.claimed, key+"\x00"+to)
 	w.rememberHandOver(key, from, now)
 	w.mu.Unlock()
 	w.send(to)
+}
+
+// unclaim ends a claim whose hand-over did not happen, and wakes the node
+// to ask for a slot itself.
+func (w *waiters) unclaim(key, node string) {
+	w.mu.Lock()
+	delete(w.claimed, key+"\x00"+node)
+	w.mu.Unlock()
+	w.send(node)
 }
 
 // rememberHandOver remembers, for handedOverFor, that the slot node gave
@@ -219,6 +256,11 @@ func (w *waiters) rememberHandOver(key, node string, now time.Time) {
 	for k, at := range w.handed { // bounded: old entries go
 		if now.Sub(at) >= handedOverFor {
 			delete(w.handed, k)
+		}
+	}
+	for k, at := range w.claimed {
+		if now.Sub(at) >= claimFor {
+			delete(w.claimed, k)
 		}
 	}
 	w.handed[key+"\x00"+node] = now

@@ -175,3 +175,59 @@ func TestANodeGivingWayWakesTheFrontOfTheLine(t *testing.T) {
 		t.Errorf("woke %v, want [first]", got)
 	}
 }
+
+// TestASlotHandedOverGoesToOneNodeAtATime: two slots given up at once are
+// claimed for the first two nodes in line; a node a slot is being handed
+// to does not take another, and a node already asking for a slot is not
+// claimed. The claim ends with the hand-over (the node is woken to go in),
+// with its failure (woken to ask itself), or after claimFor.
+func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
+	w := newWaiters()
+	const key = "budget/b/"
+	t0 := time.Now()
+	for i, node := range []string{"first", "second", "third", "fourth"} {
+		since := t0.Add(time.Duration(i) * time.Second)
+		w.set(node, []string{key}, []string{key}, since, t0.Add(10*time.Second))
+	}
+	now := t0.Add(11 * time.Second)
+	if !w.admitting(key, "third", now) {
+		t.Fatal("third, unclaimed, may not ask for a slot")
+	}
+	var claimed []string
+	for _, leaving := range []string{"leaving-1", "leaving-2"} {
+		claimed = append(claimed, w.claimFront(key, leaving, now))
+	}
+	if !slices.Equal(claimed, []string{"first", "second"}) {
+		t.Errorf("claimed %v for two slots given up at once, want [first second]", claimed)
+	}
+	if got := w.claimFront(key, "leaving-3", now); got != "fourth" {
+		t.Errorf("claimed %q next, want fourth (third asks for a slot itself)", got)
+	}
+	for _, node := range []string{"first", "second", "fourth"} {
+		if w.admitting(key, node, now) {
+			t.Errorf("%s took a slot of its own while one is being handed to it", node)
+		}
+	}
+	w.gave(key, "leaving-1", "first", now)
+	w.unclaim(key, "second")
+	var woken []string
+	for range 3 {
+		select {
+		case e := <-w.wake:
+			woken = append(woken, e.Object.GetName())
+		default:
+		}
+	}
+	if !slices.Equal(woken, []string{"first", "second"}) {
+		t.Errorf("woken %v, want [first second]: the one handed its slot, and the one whose hand-over failed", woken)
+	}
+	if !w.admitting(key, "first", now) || !w.admitting(key, "second", now) {
+		t.Error("a node's claim outlived its hand-over")
+	}
+	if w.admitting(key, "fourth", now.Add(claimFor-time.Millisecond)) || !w.admitting(key, "fourth", now.Add(claimFor)) {
+		t.Error("a claim whose hand-over never ended does not last exactly claimFor")
+	}
+	if !w.handedOver(key, "leaving-1", now) || w.handedOver(key, "leaving-2", now) {
+		t.Error("only the hand-over that happened keeps the cache's sight of it from waking more nodes")
+	}
+}
