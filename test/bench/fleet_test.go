@@ -110,7 +110,7 @@ type fleetResult struct {
 	// twoSlots counts the times a node was seen holding two slots at
 	// once: the budget is then a node short (never over) until it leaves.
 	twoSlots int
-	peakRSS           int64 // bytes
+	peakRSS  int64 // bytes
 	// peak is the sample of the manager's memory, taken once a second
 	// during the maintenance, with the largest resident set.
 	peak     memorySample
