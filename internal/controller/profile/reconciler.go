@@ -184,11 +184,8 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	// this one is still in.
 	for _, name := range releases {
 		if c := r.profiles.last(name); c != nil {
-			for _, inst := range c.spec.Spec.Checks {
-				if inst.MaxMaintenance != nil {
-					b, _ := budgetSlots(c, inst.Name, want, time.Time{})
-					r.giveBack(ctx, b, want.Name)
-				}
+			for _, b := range maxMaintenanceBudgets(c, want) {
+				r.giveBack(ctx, b, want.Name)
 			}
 		}
 	}
@@ -622,15 +619,24 @@ func (r *Reconciler) giveBack(ctx context.Context, b slotBudget, node string) {
 	}
 }
 
-// maxMaintenanceKeys returns the budgets of the profile's maxMaintenance
-// checks that the node counts against.
-func (r *Reconciler) maxMaintenanceKeys(c *compiled, node *corev1.Node) []budget.Key {
-	var keys []budget.Key
+// maxMaintenanceBudgets returns the budgets of the profile's
+// maxMaintenance checks that the node counts against.
+func maxMaintenanceBudgets(c *compiled, node *corev1.Node) []slotBudget {
+	var budgets []slotBudget
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.MaxMaintenance != nil {
 			b, _ := budgetSlots(c, inst.Name, node, time.Time{})
-			keys = append(keys, b.key)
+			budgets = append(budgets, b)
 		}
+	}
+	return budgets
+}
+
+// maxMaintenanceKeys names the budgets of maxMaintenanceBudgets.
+func (r *Reconciler) maxMaintenanceKeys(c *compiled, node *corev1.Node) []budget.Key {
+	var keys []budget.Key
+	for _, b := range maxMaintenanceBudgets(c, node) {
+		keys = append(keys, b.key)
 	}
 	return keys
 }

@@ -204,7 +204,10 @@ func (w *waiters) claimFront(key, except string, now time.Time) string {
 	defer w.mu.Unlock()
 	var first candidate
 	for _, c := range w.line(key, now) {
-		if c.node != except && !c.woken && (first.waiter == nil || before(c.since, c.node, first.since, first.node)) {
+		if c.node == except || c.woken || w.isClaimed(key, c.node, now) {
+			continue // a node back in line while a slot is handed to it is not claimed twice
+		}
+		if first.waiter == nil || before(c.since, c.node, first.since, first.node) {
 			first = c
 		}
 	}
@@ -222,11 +225,17 @@ func (w *waiters) claimFront(key, except string, now time.Time) string {
 func (w *waiters) admitting(key, node string, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if at, ok := w.claimed[key+"\x00"+node]; ok && now.Sub(at) < claimFor {
+	if w.isClaimed(key, node, now) {
 		return false
 	}
 	delete(w.byKey[key], node)
 	return true
+}
+
+// isClaimed says a slot of key is being handed to node. w.mu must be held.
+func (w *waiters) isClaimed(key, node string, now time.Time) bool {
+	at, ok := w.claimed[key+"\x00"+node]
+	return ok && now.Sub(at) < claimFor
 }
 
 // gave records that node from handed its slot of key straight to node to

@@ -200,8 +200,11 @@ func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
 	if !slices.Equal(claimed, []string{"first", "second"}) {
 		t.Errorf("claimed %v for two slots given up at once, want [first second]", claimed)
 	}
+	// first's own evaluation, told a slot is being handed to it, puts it
+	// back in line meanwhile: it is not claimed a second time.
+	w.set("first", []string{key}, []string{key}, t0, now)
 	if got := w.claimFront(key, "leaving-3", now); got != "fourth" {
-		t.Errorf("claimed %q next, want fourth (third asks for a slot itself)", got)
+		t.Errorf("claimed %q next, want fourth (first and second are claimed, third asks for a slot itself)", got)
 	}
 	for _, node := range []string{"first", "second", "fourth"} {
 		if w.admitting(key, node, now) {
