@@ -174,12 +174,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // NodeMaintenance (created by the drain trigger) is Ready; leaving waits
 // until the restore trigger's deletion has put the node back.
 func TestDrainAndRestoreTriggers(t *testing.T) {
-	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
-	testutil.Kubelet(t, env.Clientset)
-	testutil.Create(t, env.Client, restoringProfile("drainer"))
-	ns := testutil.Namespace(t, env.Client, "drainer")
-	testutil.Create(t, env.Client, testutil.Node("drainer-0", testutil.WithLabels(map[string]string{"pool": "drainer"})))
-	testutil.ManagedPods(t, env.Client, ns, "drainer-0", "web", 3)
+	ns := startRestoring(t, "drainer", 3)
 
 	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":"true"}}}`)
 	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "drainer-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -228,16 +223,25 @@ func TestDrainAndRestoreTriggers(t *testing.T) {
 	})
 }
 
-// restoringProfile drains the nodes of pool one at a time and restores
-// them when the reboot-needed annotation goes.
-func restoringProfile(pool string) *pitstopv1alpha1.MaintenanceProfile {
+// startRestoring starts a manager and a kubelet, and a profile that drains
+// the nodes of pool one at a time and restores them when the reboot-needed
+// annotation goes, with one node, <pool>-0, running pods of a Deployment
+// in namespace pool. It returns the namespace.
+func startRestoring(t *testing.T, pool string, pods int) string {
+	t.Helper()
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Kubelet(t, env.Clientset)
 	p := rollingProfile(pool, pool, 1)
 	p.Spec.Triggers = append(p.Spec.Triggers,
 		pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
 		pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
 	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
 	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"restore"}
-	return p
+	testutil.Create(t, env.Client, p)
+	ns := testutil.Namespace(t, env.Client, pool)
+	testutil.Create(t, env.Client, testutil.Node(pool+"-0", testutil.WithLabels(map[string]string{"pool": pool})))
+	testutil.ManagedPods(t, env.Client, ns, pool+"-0", "web", pods)
+	return ns
 }
 
 // TestANodeLeavesMaintenanceOnceItIsRestored: the restore lets the node out
@@ -246,12 +250,7 @@ func restoringProfile(pool string) *pitstopv1alpha1.MaintenanceProfile {
 // maintenance then waits for that object to go: its status (Ready, drained)
 // is the last maintenance's and must never pass for the new drain.
 func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
-	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
-	testutil.Kubelet(t, env.Clientset)
-	testutil.Create(t, env.Client, restoringProfile("restorer"))
-	ns := testutil.Namespace(t, env.Client, "restorer")
-	testutil.Create(t, env.Client, testutil.Node("restorer-0", testutil.WithLabels(map[string]string{"pool": "restorer"})))
-	testutil.ManagedPods(t, env.Client, ns, "restorer-0", "web", 2)
+	startRestoring(t, "restorer", 2)
 	state := func() pitstopv1alpha1.MaintenanceState {
 		return pitstopv1alpha1.MaintenanceState(testutil.GetNode(t, env.Client, "restorer-0").Labels[engine.LabelState])
 	}

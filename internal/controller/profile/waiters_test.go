@@ -17,15 +17,7 @@ func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 		w.set(node, []string{"budget/b/"}, nil, since, since)
 	}
 	w.handOver("budget/b/", "leaving", t0)
-	var woken []string
-	for range 2 {
-		select {
-		case e := <-w.wake:
-			woken = append(woken, e.Object.GetName())
-		default:
-		}
-	}
-	if !slices.Equal(woken, []string{"first", "second"}) {
+	if woken := woken(w); !slices.Equal(woken, []string{"first", "second"}) {
 		t.Errorf("woken %v, want the two longest waiting [first second]", woken)
 	}
 	// A slot given back while nobody waits (those woken are still being
@@ -151,27 +143,20 @@ func TestANodeGivingWayWakesTheFrontOfTheLine(t *testing.T) {
 	w.set("first", []string{key}, []string{key}, t0, now)
 	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute), now)
 	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
-	woken := func() []string {
-		var names []string
-		for len(w.wake) > 0 {
-			names = append(names, (<-w.wake).Object.GetName())
-		}
-		return names
-	}
 	w.wakeFront(key, 2, now)
-	if got := woken(); !slices.Equal(got, []string{"first", "second"}) {
+	if got := woken(w); !slices.Equal(got, []string{"first", "second"}) {
 		t.Errorf("woke %v, want [first second]", got)
 	}
 	// Still queued: not woken twice.
 	w.wakeFront(key, 2, now)
-	if got := woken(); len(got) != 0 {
+	if got := woken(w); len(got) != 0 {
 		t.Errorf("woke %v again before they were evaluated", got)
 	}
 	// first was evaluated and still waits: woken again when a slot looks
 	// free to a node behind it.
 	w.set("first", []string{key}, []string{key}, t0, now)
 	w.wakeFront(key, 1, now)
-	if got := woken(); !slices.Equal(got, []string{"first"}) {
+	if got := woken(w); !slices.Equal(got, []string{"first"}) {
 		t.Errorf("woke %v, want [first]", got)
 	}
 }
@@ -213,15 +198,7 @@ func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
 	}
 	w.gave(key, "leaving-1", "first", now)
 	w.unclaim(key, "second")
-	var woken []string
-	for range 3 {
-		select {
-		case e := <-w.wake:
-			woken = append(woken, e.Object.GetName())
-		default:
-		}
-	}
-	if !slices.Equal(woken, []string{"first", "second"}) {
+	if woken := woken(w); !slices.Equal(woken, []string{"first", "second"}) {
 		t.Errorf("woken %v, want [first second]: the one handed its slot, and the one whose hand-over failed", woken)
 	}
 	if !w.admitting(key, "first", now) || !w.admitting(key, "second", now) {
@@ -232,5 +209,18 @@ func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
 	}
 	if !w.handedOver(key, "leaving-1", now) || w.handedOver(key, "leaving-2", now) {
 		t.Error("only the hand-over that happened keeps the cache's sight of it from waking more nodes")
+	}
+}
+
+// woken names the nodes woken so far, in order, and forgets them.
+func woken(w *waiters) []string {
+	var names []string
+	for {
+		select {
+		case e := <-w.wake:
+			names = append(names, e.Object.GetName())
+		default:
+			return names
+		}
 	}
 }
