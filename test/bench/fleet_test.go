@@ -411,18 +411,8 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 				at(n.Name).left = now
 				exits = append(exits, now)
 			}
-			if in {
-				inMaintenance[n.Name] = true
-			} else {
-				delete(inMaintenance, n.Name)
-			}
-			res.mostInMaintenance = max(res.mostInMaintenance, len(inMaintenance))
-			if n.Spec.Unschedulable {
-				cordoned[n.Name] = true
-			} else {
-				delete(cordoned, n.Name)
-			}
-			res.mostCordoned = max(res.mostCordoned, len(cordoned))
+			res.mostInMaintenance = max(res.mostInMaintenance, mark(inMaintenance, n.Name, in))
+			res.mostCordoned = max(res.mostCordoned, mark(cordoned, n.Name, n.Spec.Unschedulable))
 			if t := at(n.Name); !t.entered.IsZero() && t.restored.IsZero() && !n.Spec.Unschedulable {
 				t.restored = now
 				// The node leaves maintenance once restored; its
@@ -533,6 +523,17 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 	rounds := (nodes + budget - 1) / budget
 	res.lowerBound = time.Duration(rounds) * (res.drain + *fleetMaintenance)
 	return res, nil
+}
+
+// mark puts name in set or takes it out, and returns how many the set
+// holds.
+func mark(set map[string]bool, name string, in bool) int {
+	if in {
+		set[name] = true
+	} else {
+		delete(set, name)
+	}
+	return len(set)
 }
 
 // listSchedule is the makespan of the nodes' drains and maintenance on

@@ -632,15 +632,6 @@ func maxMaintenanceBudgets(c *compiled, node *corev1.Node) []slotBudget {
 	return budgets
 }
 
-// maxMaintenanceKeys names the budgets of maxMaintenanceBudgets.
-func (r *Reconciler) maxMaintenanceKeys(c *compiled, node *corev1.Node) []budget.Key {
-	var keys []budget.Key
-	for _, b := range maxMaintenanceBudgets(c, node) {
-		keys = append(keys, b.key)
-	}
-	return keys
-}
-
 // wakeKeys names what a node that stays in state waits for from the rest of
 // the fleet: the budgets of its transitions' budget checks, and the
 // profile itself for checks that look at other nodes.

@@ -306,9 +306,9 @@ func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workq
 		if c == nil || was.Current != pitstopv1alpha1.StateInMaintenance {
 			continue
 		}
-		for _, key := range r.maxMaintenanceKeys(c, newNode) {
-			if !r.waiters.handedOver(budgetWakeKey(key), newNode.Name, r.clock.Now()) {
-				wake(budgetWakeKey(key))
+		for _, b := range maxMaintenanceBudgets(c, newNode) {
+			if !r.waiters.handedOver(budgetWakeKey(b.key), newNode.Name, r.clock.Now()) {
+				wake(budgetWakeKey(b.key))
 			}
 		}
 	}

@@ -38,7 +38,8 @@ type waiters struct {
 	handed map[string]time.Time
 	// claimed remembers the nodes a slot is being handed to (by wake key
 	// and node, since when): until the hand-over is done, their own
-	// admission must not take another slot (claimFront).
+	// admission must not take another slot (claimFront). Every claim ends
+	// with gave or unclaim.
 	claimed map[string]time.Time
 }
 
@@ -215,7 +216,7 @@ func (w *waiters) claimFront(key, except string, now time.Time) string {
 		return ""
 	}
 	delete(w.byKey[key], first.node)
-	w.claimed[key+"\x00"+first.node] = now
+	w.claimed[onKey(key, first.node)] = now
 	return first.node
 }
 
@@ -234,7 +235,7 @@ func (w *waiters) admitting(key, node string, now time.Time) bool {
 
 // isClaimed says a slot of key is being handed to node. w.mu must be held.
 func (w *waiters) isClaimed(key, node string, now time.Time) bool {
-	at, ok := w.claimed[key+"\x00"+node]
+	at, ok := w.claimed[onKey(key, node)]
 	return ok && now.Sub(at) < claimFor
 }
 
@@ -244,7 +245,7 @@ func (w *waiters) isClaimed(key, node string, now time.Time) bool {
 // nobody more.
 func (w *waiters) gave(key, from, to string, now time.Time) {
 	w.mu.Lock()
-	delete(w.claimed, key+"\x00"+to)
+	delete(w.claimed, onKey(key, to))
 	w.rememberHandOver(key, from, now)
 	w.mu.Unlock()
 	w.send(to)
@@ -254,10 +255,13 @@ func (w *waiters) gave(key, from, to string, now time.Time) {
 // to ask for a slot itself.
 func (w *waiters) unclaim(key, node string) {
 	w.mu.Lock()
-	delete(w.claimed, key+"\x00"+node)
+	delete(w.claimed, onKey(key, node))
 	w.mu.Unlock()
 	w.send(node)
 }
+
+// onKey names a node's entry on a wake key in handed and claimed.
+func onKey(key, node string) string { return key + "\x00" + node }
 
 // rememberHandOver remembers, for handedOverFor, that the slot node gave
 // back was handed over. w.mu must be held.
@@ -267,12 +271,7 @@ func (w *waiters) rememberHandOver(key, node string, now time.Time) {
 			delete(w.handed, k)
 		}
 	}
-	for k, at := range w.claimed {
-		if now.Sub(at) >= claimFor {
-			delete(w.claimed, k)
-		}
-	}
-	w.handed[key+"\x00"+node] = now
+	w.handed[onKey(key, node)] = now
 }
 
 // handedOver says the waiters on key were already woken for the slot node
@@ -280,7 +279,7 @@ func (w *waiters) rememberHandOver(key, node string, now time.Time) {
 func (w *waiters) handedOver(key, node string, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	at, ok := w.handed[key+"\x00"+node]
+	at, ok := w.handed[onKey(key, node)]
 	return ok && now.Sub(at) < handedOverFor
 }
 
