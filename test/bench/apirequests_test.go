@@ -54,6 +54,12 @@ func labelsOf(m *dto.Metric) map[string]string {
 	return l
 }
 
+// since gives how many requests of key (as perNode names them, "POST
+// pods/eviction 201") were answered since before.
+func (after apiRequests) since(before apiRequests, key string) float64 {
+	return after[key] - before[key]
+}
+
 // perNode gives the requests answered since before, for the resources
 // pitstop writes, divided by nodes, largest first: "PATCH nodes 200 4.1,
 // PATCH nodes 409 1.2, …".

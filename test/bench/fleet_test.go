@@ -130,6 +130,13 @@ type fleetResult struct {
 	// apiRequests are the API server's answers per node maintained to what
 	// pitstop does, by verb, resource and code.
 	apiRequests string
+	// evictions are the evictions the API server accepted; toEvict the
+	// pods the drains had to evict (their NodeMaintenances' evictionPods,
+	// counted when each drain started). A pod evicted from one node may be
+	// scheduled to another and evicted again, so evictions above toEvict
+	// are evictions asked again for a pod already evicted.
+	evictions float64
+	toEvict   int
 }
 
 // phase is one step of a node's maintenance: how long it took for each
@@ -243,6 +250,9 @@ func runFleet(b *testing.B, binary string, nodes int) {
 		b.Logf("nodes=%d: %s", nodes, p)
 	}
 	b.Logf("nodes=%d: the API server's answers per node to what pitstop does: %s", nodes, res.apiRequests)
+	if res.toEvict > 0 {
+		b.Logf("nodes=%d: %.0f evictions accepted for %d pods the drains had to evict: %.3f a pod", nodes, res.evictions, res.toEvict, res.evictions/float64(res.toEvict))
+	}
 	b.Logf("nodes=%d: slots held %.1f%% of the time; last NodeMaintenance created at %.1fs", nodes, 100*res.occupancy, res.lastAdmission.Seconds())
 	b.Logf("nodes=%d: manager's largest resident set sampled during the maintenance: %s", nodes, res.peak)
 	b.Logf("nodes=%d: CPU during the maintenance, share of one core: %s", nodes, res.cpu.share(res.makespan))
@@ -349,6 +359,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 		return timelines[node]
 	}
 	var exits, admissions, slotsFreed, slotsTaken []time.Time
+	toEvict := map[types.UID]int32{} // NodeMaintenance → status.evictionPods
 	holders := map[string]string{} // slot Lease → the node holding it
 	done := map[string]bool{}
 	// draining holds the NodeMaintenances from their creation until their
@@ -434,6 +445,9 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 				continue
 			}
 			now, t := time.Now(), at(nm.Spec.NodeName)
+			if nm.Status.EvictionPods > 0 {
+				toEvict[nm.UID] = nm.Status.EvictionPods
+			}
 			switch {
 			case ev.Type == watch.Added:
 				t.created = now
@@ -498,6 +512,10 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 		return res, err
 	}
 	res.apiRequests = answered.perNode(answeredBefore, nodes)
+	res.evictions = answered.since(answeredBefore, "POST pods/eviction 201")
+	for _, n := range toEvict {
+		res.toEvict += int(n)
+	}
 	res.peakRSS, err = m.peakRSS()
 	if err != nil {
 		return res, err

@@ -11,22 +11,38 @@ import (
 )
 
 // expectationTTL is how long an accepted eviction is trusted before the
-// pod, still not terminating in the cache, is evicted again.
+// pod, shown by the cache in a newer version that is still not
+// terminating, is evicted again; and how often a pod already terminating
+// is deleted again once a drain's timeout force-deletes.
 const expectationTTL = 10 * time.Second
 
-// expectations remembers, per NodeMaintenance, the pods whose eviction the
-// API server accepted, until the cache shows them terminating. It only
-// saves requests: losing it (a restart) costs one repeated eviction per pod.
+// expectations remembers, per NodeMaintenance, the pods whose eviction or
+// deletion the API server accepted, until the cache shows them terminating
+// or gone. It only saves requests: losing it (a restart) costs one
+// repeated eviction per pod.
+//
+// An accepted eviction is never asked again while the cache still shows
+// the pod as it was when it was evicted: the cache has not caught up yet.
+// On a fleet draining a hundred nodes at once the cache can lag the API
+// server by more than expectationTTL, and asking again then would only add
+// requests to an API server that is already behind.
 type expectations struct {
 	mu   sync.Mutex
-	pods map[string]map[types.UID]time.Time
+	pods map[string]map[types.UID]expectation
 	// refusals counts a drain's consecutive rounds with refused evictions,
 	// for the retry backoff.
 	refusals map[string]int
 }
 
+// expectation is one accepted eviction or deletion: when, and the version
+// of the pod it was asked for.
+type expectation struct {
+	at      time.Time
+	version string
+}
+
 func newExpectations() *expectations {
-	return &expectations{pods: map[string]map[types.UID]time.Time{}, refusals: map[string]int{}}
+	return &expectations{pods: map[string]map[types.UID]expectation{}, refusals: map[string]int{}}
 }
 
 // backoff returns how long to wait before retrying refused evictions:
@@ -44,39 +60,49 @@ func (e *expectations) backoff(nm string, refused bool, interval time.Duration) 
 	return interval << n
 }
 
-// filter drops pods evicted less than expectationTTL ago.
+// filter drops the pods asked for less than expectationTTL ago, and those
+// not terminating that the cache still shows in the version they were
+// asked for. It forgets the pods asked for that are no longer in pods
+// (terminating, or gone) once expectationTTL has passed.
 func (e *expectations) filter(nm string, pods []*corev1.Pod, now time.Time) []*corev1.Pod {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	seen := e.pods[nm]
 	out := make([]*corev1.Pod, 0, len(pods))
+	listed := make(map[types.UID]bool, len(pods))
 	for _, p := range pods {
-		if at, ok := seen[p.UID]; ok && now.Sub(at) < expectationTTL {
+		listed[p.UID] = true
+		if x, ok := seen[p.UID]; ok && (now.Sub(x.at) < expectationTTL || unchanged(p, x)) {
 			continue
 		}
 		out = append(out, p)
 	}
+	for uid, x := range seen {
+		if !listed[uid] && now.Sub(x.at) >= expectationTTL {
+			delete(seen, uid)
+		}
+	}
 	return out
 }
 
-// record remembers accepted evictions and deletions, and forgets entries
-// that expired.
+// unchanged says the cache still shows the pod as it was when it was asked
+// for, not terminating: the API server's answer is not in the cache yet.
+func unchanged(p *corev1.Pod, x expectation) bool {
+	return p.DeletionTimestamp == nil && x.version != "" && p.ResourceVersion == x.version
+}
+
+// record remembers accepted evictions and deletions.
 func (e *expectations) record(nm string, r drain.Result, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	seen := e.pods[nm]
 	if seen == nil {
-		seen = map[types.UID]time.Time{}
+		seen = map[types.UID]expectation{}
 		e.pods[nm] = seen
-	}
-	for uid, at := range seen {
-		if now.Sub(at) >= expectationTTL {
-			delete(seen, uid)
-		}
 	}
 	for _, p := range r.Pods {
 		if p.Outcome == drain.Evicted || p.Outcome == drain.Deleted {
-			seen[p.Pod.UID] = now
+			seen[p.Pod.UID] = expectation{at: now, version: p.Pod.ResourceVersion}
 		}
 	}
 }
