@@ -360,7 +360,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 	}
 	var exits, admissions, slotsFreed, slotsTaken []time.Time
 	toEvict := map[types.UID]int32{} // NodeMaintenance → status.evictionPods
-	holders := map[string]string{} // slot Lease → the node holding it
+	holders := map[string]string{}   // slot Lease → the node holding it
 	done := map[string]bool{}
 	// draining holds the NodeMaintenances from their creation until their
 	// node is restored (or they are gone); cordoned the nodes
