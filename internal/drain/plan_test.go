@@ -13,14 +13,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
-func names(pods []*corev1.Pod) []string {
-	out := make([]string, 0, len(pods))
-	for _, p := range pods {
-		out = append(out, p.Name)
-	}
-	return out
-}
-
 func skippedNames(s []Skipped) map[string]SkipReason {
 	out := map[string]SkipReason{}
 	for _, x := range s {
@@ -143,10 +135,10 @@ func TestNewPlan(t *testing.T) {
 					}
 				}
 			}
-			check("evict", names(p.Evict), tc.evict)
-			check("waiting", names(p.Waiting), tc.waiting)
-			check("delete", names(p.Delete), tc.delete)
-			check("terminating", names(p.Terminating), tc.terminating)
+			check("evict", testutil.PodNames(p.Evict), tc.evict)
+			check("waiting", testutil.PodNames(p.Waiting), tc.waiting)
+			check("delete", testutil.PodNames(p.Delete), tc.delete)
+			check("terminating", testutil.PodNames(p.Terminating), tc.terminating)
 			var blocked []string
 			for _, b := range p.Blocked {
 				blocked = append(blocked, b.Pod.Name)

@@ -70,6 +70,15 @@ func Pod(namespace, name string, opts ...PodOption) *corev1.Pod {
 	return p
 }
 
+// PodNames returns the pods' names, in their order.
+func PodNames(pods []*corev1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // OnNode binds a pod to a node.
 func OnNode(node string) PodOption { return func(p *corev1.Pod) { p.Spec.NodeName = node } }
 

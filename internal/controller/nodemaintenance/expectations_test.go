@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pitstop-dev/pitstop/internal/drain"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
 // TestAnAcceptedEvictionIsNotAskedAgainWhileTheCacheLags: a pod whose
@@ -26,13 +27,6 @@ func TestAnAcceptedEvictionIsNotAskedAgainWhileTheCacheLags(t *testing.T) {
 			p.DeletionTimestamp = &metav1.Time{Time: t0}
 		}
 		return p
-	}
-	names := func(pods []*corev1.Pod) []string {
-		var out []string
-		for _, p := range pods {
-			out = append(out, p.Name)
-		}
-		return out
 	}
 	e := newExpectations()
 	e.record("nm", drain.Result{Pods: []drain.PodResult{
@@ -58,7 +52,7 @@ func TestAnAcceptedEvictionIsNotAskedAgainWhileTheCacheLags(t *testing.T) {
 			[]*corev1.Pod{pod("c", "9", true)}, []string{"c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := names(e.filter("nm", tc.pods, t0.Add(tc.after))); !slices.Equal(got, tc.want) {
+			if got := testutil.PodNames(e.filter("nm", tc.pods, t0.Add(tc.after))); !slices.Equal(got, tc.want) {
 				t.Errorf("filter = %v, want %v", got, tc.want)
 			}
 		})
@@ -67,13 +61,13 @@ func TestAnAcceptedEvictionIsNotAskedAgainWhileTheCacheLags(t *testing.T) {
 	// What is no longer listed (terminating, or gone) is forgotten once the
 	// TTL has passed: listed again, it would be asked for at once.
 	e.filter("nm", nil, t0.Add(2*time.Minute))
-	if got := names(e.filter("nm", []*corev1.Pod{pod("a", "5", false)}, t0.Add(2*time.Minute))); !slices.Equal(got, []string{"a"}) {
+	if got := testutil.PodNames(e.filter("nm", []*corev1.Pod{pod("a", "5", false)}, t0.Add(2*time.Minute))); !slices.Equal(got, []string{"a"}) {
 		t.Errorf("after the pods left the list: filter = %v, want [a]", got)
 	}
 	// Forgotten within the TTL it is not.
 	e.record("nm", drain.Result{Pods: []drain.PodResult{{Pod: pod("e", "1", false), Outcome: drain.Evicted}}}, t0.Add(3*time.Minute))
 	e.filter("nm", nil, t0.Add(3*time.Minute+time.Second))
 	if got := e.filter("nm", []*corev1.Pod{pod("e", "1", false)}, t0.Add(3*time.Minute+2*time.Second)); len(got) != 0 {
-		t.Errorf("a pod evicted 2 s ago and briefly not listed: filter = %v, want none", names(got))
+		t.Errorf("a pod evicted 2 s ago and briefly not listed: filter = %v, want none", testutil.PodNames(got))
 	}
 }
