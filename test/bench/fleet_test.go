@@ -132,9 +132,10 @@ type fleetResult struct {
 	apiRequests string
 	// evictions are the evictions the API server accepted; toEvict the
 	// pods the drains had to evict (their NodeMaintenances' evictionPods,
-	// counted when each drain started). A pod evicted from one node may be
-	// scheduled to another and evicted again, so evictions above toEvict
-	// are evictions asked again for a pod already evicted.
+	// counted when each drain started). A pod evicted from one node comes
+	// back as a new pod, which the drain of the node it lands on counts
+	// again, so evictions above toEvict are evictions asked again for the
+	// same pod.
 	evictions float64
 	toEvict   int
 }
