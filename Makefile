@@ -34,12 +34,27 @@ tools: deps ## Build the pinned control plane, kwok and controller-gen into bin/
 build: ## Build bin/pitstop.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/pitstop ./cmd/pitstop
 
+.PHONY: image
+image: IMAGE_REPO ?= ghcr.io/pitstop-dev/pitstop
+image: IMAGE_TAG ?= $(VERSION)
+image: ## Build dist/pitstop-image.tar, the linux/amd64+arm64 image as an OCI layout archive (IMAGE_REPO, IMAGE_TAG name it; the same commit gives the same digest).
+	@mkdir -p dist
+	for arch in amd64 arm64; do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch go build -trimpath -buildvcs=false \
+	    -ldflags "$(LDFLAGS) -s -w -buildid=" -o dist/linux-$$arch/pitstop ./cmd/pitstop; \
+	done
+	go run ./hack/image -out dist/pitstop-image.tar \
+	  -binary linux/amd64=dist/linux-amd64/pitstop -binary linux/arm64=dist/linux-arm64/pitstop \
+	  -repo '$(IMAGE_REPO)' -tag '$(IMAGE_TAG)' -version '$(VERSION)' -revision '$(COMMIT)' \
+	  -created "$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)}"
+
 .PHONY: manifests
 manifests: tools ## Regenerate CRDs, RBAC and deep-copy code from api/ and the kubebuilder markers.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=pitstop-manager paths=./internal/... output:rbac:artifacts:config=config/rbac
+	@hack/rbac.sh
 	@hack/machineapi-crds.sh
+	@hack/chart-crds.sh
 
 .PHONY: verify
 verify: tools ## Fail if generated files, formatting or go.mod are stale.
@@ -60,6 +75,10 @@ demo: tools build ## Start a 20-node local cluster with sample workloads and run
 .PHONY: bench
 bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md). BENCH=regexp picks some, BENCHFLAGS passes flags.
 	go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 120m -v ./test/bench/... -args $(BENCHFLAGS)
+
+.PHONY: release
+release: tools ## Write dist/pitstop.yaml, the one-file install (kubectl apply --server-side -f), rendered from charts/pitstop with its default values.
+	@hack/release.sh
 
 .PHONY: clean
 clean: ## Remove bin/ (the next `make tools` is a cold build).

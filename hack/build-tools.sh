@@ -58,6 +58,15 @@ build etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3
 build kwok sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok
 build controller-gen sigs.k8s.io/controller-tools sigs.k8s.io/controller-tools/cmd/controller-gen
 
+# helm lives in a module of its own (hack/helm): it needs newer Kubernetes
+# libraries than the control plane above.
+helm_v=$(cd "$root/hack/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
+if ! current helm "helm.sh/helm/v3@$helm_v"; then
+  echo "building helm $helm_v (cold: about 2 minutes)"
+  (cd "$root/hack/helm" && go build -ldflags "-X helm.sh/helm/v3/internal/version.version=$helm_v" -o "$bin/helm" helm.sh/helm/v3/cmd/helm)
+  stamp helm "helm.sh/helm/v3@$helm_v"
+fi
+
 # kwok refuses to start without stages. They ship in the kwok module: a node
 # becomes Ready and keeps its lease, pods become Running, complete, and are
 # finalized when deleted. kwok wants them as one multi-document file.

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs the system packages the build needs when they are missing: gcc,
 # because `go test -race` needs cgo, prometheus, which the tests of the
-# prometheusInstant check query, and chromium, in which test/browser reads
-# the dashboard (at /usr/bin/chromium, where the test looks for it). Only
+# prometheusInstant check query, chromium, in which test/browser reads
+# the dashboard (at /usr/bin/chromium, where the test looks for it), and
+# podman with runc, with which internal/release/image loads and runs the
+# release image (runc, because crun refuses hybrid cgroup hosts). Only
 # Debian's packages are reachable.
 set -euo pipefail
 missing=()
 command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v prometheus >/dev/null || missing+=(prometheus)
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
 ((${#missing[@]})) || exit 0
 if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
   echo "missing ${missing[*]}: install them (Debian: apt-get install -y ${missing[*]})" >&2

@@ -7,7 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-generated() { find api config/crd/bases config/crd/machineapi config/rbac -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) -print0 | sort -z | xargs -0 sha256sum; }
+generated() { find api config/crd/bases config/crd/machineapi charts/pitstop/crds charts/pitstop/files -type f \( -name 'zz_generated*.go' -o -name '*.yaml' -o -name '*.json' \) -print0 | sort -z | xargs -0 sha256sum; }
 before=$(generated)
 make --no-print-directory -s manifests >/dev/null
 after=$(generated)
@@ -25,7 +25,7 @@ if [[ -n "$unformatted" ]]; then
   status=1
 fi
 
-for mod in . hack/tools; do
+for mod in . hack/tools hack/helm; do
   if ! (cd "$mod" && go mod tidy -diff >/dev/null); then
     echo "go.mod in $mod is not tidy: run (cd $mod && go mod tidy)" >&2
     status=1

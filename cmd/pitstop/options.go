@@ -55,7 +55,10 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.IntVar(&o.Webhook.Port, "webhook-port", o.Webhook.Port, "port of the admission webhook server, or 0 to turn the webhook off")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory where pitstop writes the webhook's serving certificate")
 	fs.StringVar(&o.Webhook.Service, "webhook-service", o.Webhook.Service, "namespace/name of the Service through which the API server reaches the webhook")
-	fs.StringVar(&o.Webhook.URL, "webhook-url", o.Webhook.URL, "https://host:port the API server calls instead of --webhook-service, for a manager outside the cluster")
+	fs.StringVar(&o.Webhook.URL, "webhook-url", o.Webhook.URL, "https://host:port the API server calls instead of --webhook-service, for a manager outside the cluster: pitstop then registers a webhook configuration of its own and removes it when it stops")
+	fs.StringVar(&o.Webhook.ConfigName, "webhook-configuration", o.Webhook.ConfigName, "name of the ValidatingWebhookConfiguration whose CA bundle pitstop keeps current (the install's; with --webhook-url, the one pitstop registers)")
+	fs.StringVar(&o.Webhook.SecretName, "webhook-secret", o.Webhook.SecretName, "name of the Secret, in the manager's namespace, that holds the webhook's CA and serving certificate")
+	fs.BoolVar(&o.Webhook.ManageCertificate, "webhook-manage-certificate", o.Webhook.ManageCertificate, "create and renew the webhook's serving certificate and write its CA into the webhook configuration; false: serve tls.crt and tls.key that cert-manager puts in --webhook-cert-dir")
 }
 
 // addLeaderElectionFlags binds the leader-election options to flags.
@@ -90,6 +93,25 @@ func ownNamespace(fallback string) string {
 // given, else the in-cluster service account, else $KUBECONFIG (or
 // ~/.kube/config).
 func loadConfig(kubeconfig string) (*rest.Config, error) {
+	cfg, _, err := loadConfigWhere(kubeconfig)
+	return cfg, err
+}
+
+// loadConfigWhere is loadConfig that also says whether the configuration is
+// the in-cluster service account's, i.e. pitstop runs in a pod.
+func loadConfigWhere(kubeconfig string) (cfg *rest.Config, inCluster bool, err error) {
+	cfg, err = loadAnyConfig(kubeconfig)
+	if err != nil {
+		return nil, false, err
+	}
+	return cfg, kubeconfig == "" && cfg.BearerTokenFile == inClusterTokenFile, nil
+}
+
+// inClusterTokenFile is where Kubernetes mounts a pod's service account
+// token; client-go's in-cluster configuration reads it from there.
+const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+func loadAnyConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		if _, err := os.Stat(kubeconfig); err != nil {
 			return nil, usageError{&manager.FlagError{Flag: "kubeconfig", Value: kubeconfig, Reason: "cannot read the file: " + errors.Unwrap(err).Error()}}

@@ -37,9 +37,15 @@ default) only one replica acts at a time; the others wait on the Lease.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := loadConfig(o.kubeconfig)
+			cfg, inCluster, err := loadConfigWhere(o.kubeconfig)
 			if err != nil {
 				return err
+			}
+			// Before anything is registered: a webhook the API server cannot
+			// call would refuse every NodeMaintenance in the cluster.
+			o.manager.Webhook.ServiceSet = cmd.Flags().Changed("webhook-service")
+			if err := o.manager.Webhook.CheckReachable(inCluster); err != nil {
+				return usageError{err}
 			}
 			gcPercent := tuneGC()
 			mgr, err := manager.New(cmd.Context(), cfg, o.manager, log)

@@ -7,7 +7,7 @@
 // knows nothing of profiles' semantics: callers say which slots exist and
 // when a holder's slot is stale.
 //
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=pitstop-system
 package budget
 
 import (

@@ -6,5 +6,5 @@
 // cluster and never decides anything: the explanations come from
 // internal/explain and the profile controller's Evaluator.
 //
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list,namespace=default
 package dashboard

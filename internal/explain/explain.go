@@ -123,7 +123,10 @@ func MaintenanceOf(nm *pitstopv1alpha1.NodeMaintenance) Maintenance {
 func nodeEvents(ctx context.Context, reader client.Reader, name string) ([]Event, error) {
 	list := &eventsv1.EventList{}
 	selector := fields.AndSelectors(fields.OneTermEqualSelector("regarding.kind", "Node"), fields.OneTermEqualSelector("regarding.name", name))
-	if err := reader.List(ctx, list, client.MatchingFieldsSelector{Selector: selector}); err != nil {
+	// Events about a node live in the default namespace: the API server
+	// refuses Events about cluster-scoped objects anywhere but there and
+	// kube-system, and the kubelet, like pitstop, writes them there.
+	if err := reader.List(ctx, list, client.InNamespace(metav1.NamespaceDefault), client.MatchingFieldsSelector{Selector: selector}); err != nil {
 		return nil, fmt.Errorf("listing the Events of node %s: %w", name, err)
 	}
 	out := make([]Event, 0, len(list.Items))

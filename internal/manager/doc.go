@@ -9,5 +9,11 @@ package manager
 // needs next to the code that needs it.
 //
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=pitstop-system
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//
+// Events about cluster-scoped objects (nodes, NodeMaintenances, profiles)
+// can only live in the default namespace: the API server refuses them
+// anywhere else but kube-system. Leader election records its Events beside
+// its Lease.
+//
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=pitstop-system
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=default

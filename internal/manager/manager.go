@@ -301,7 +301,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.Webhook.Port != 0 {
-		if err := setupWebhook(ctx, mgr, cfg, opts); err != nil {
+		if err := setupWebhook(ctx, mgr, cfg, opts, log); err != nil {
 			return nil, err
 		}
 	}

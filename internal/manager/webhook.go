@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -37,9 +39,24 @@ type WebhookOptions struct {
 	Service string
 	// URL, when set, is the base URL the API server calls instead of the
 	// Service, for a manager running outside the cluster (https://host:port).
+	// pitstop then registers a webhook configuration of its own, which the
+	// API server ignores when the manager does not answer, and removes it
+	// when it stops.
 	URL string
-	// ConfigName names the ValidatingWebhookConfiguration pitstop writes.
+	// ServiceSet says that Service was chosen explicitly, not left at its
+	// default: a manager outside the cluster trusts that the API server
+	// reaches it through that Service.
+	ServiceSet bool
+	// ConfigName names the ValidatingWebhookConfiguration that carries the
+	// CA bundle: the install's (the chart's or pitstop.yaml's), or, with
+	// URL, the one pitstop registers.
 	ConfigName string
+	// ManageCertificate makes pitstop create and renew the serving
+	// certificate (in the Secret SecretName) and write its CA into the
+	// webhook configuration. Without it, pitstop serves the tls.crt and
+	// tls.key that something else (cert-manager) puts in CertDir, and
+	// touches neither the Secret nor the configuration.
+	ManageCertificate bool
 	// SecretName names the Secret, in the leader-election namespace, that
 	// holds the CA and serving certificate all replicas share.
 	SecretName string
@@ -49,12 +66,31 @@ type WebhookOptions struct {
 // pitstop-system/pitstop-webhook.
 func DefaultWebhookOptions() WebhookOptions {
 	return WebhookOptions{
-		Port:       9443,
-		CertDir:    filepath.Join(os.TempDir(), "pitstop-webhook-certs"),
-		Service:    "pitstop-system/pitstop-webhook",
-		ConfigName: "pitstop-validating-webhook",
-		SecretName: "pitstop-webhook-cert",
+		Port:              9443,
+		CertDir:           filepath.Join(os.TempDir(), "pitstop-webhook-certs"),
+		Service:           "pitstop-system/pitstop-webhook",
+		ConfigName:        "pitstop-validating-webhook",
+		SecretName:        "pitstop-webhook-cert",
+		ManageCertificate: true,
 	}
+}
+
+// ErrWebhookUnreachable says that the API server cannot call the webhook of
+// a manager that runs outside the cluster.
+var ErrWebhookUnreachable = errors.New("the API server cannot reach the admission webhook of a pitstop running outside the cluster")
+
+// CheckReachable returns an error naming --webhook-url and --webhook-port=0
+// when the webhook is on and the API server has no way to call it: the
+// manager runs outside the cluster (inCluster false) and neither a URL nor
+// a Service of the user's choice says where the API server finds it. The
+// default Service leads to the pods of an in-cluster install, not here, and
+// a webhook the API server cannot call refuses every NodeMaintenance.
+func (o WebhookOptions) CheckReachable(inCluster bool) error {
+	if inCluster || o.Port == 0 || o.URL != "" || o.ServiceSet {
+		return nil
+	}
+	return fmt.Errorf("%w (Service %s leads to pods in the cluster, not to this process): run it with --webhook-url=https://<address the API server reaches>:%d, or with --webhook-port=0 to run without the webhook",
+		ErrWebhookUnreachable, o.Service, o.Port)
 }
 
 func (o WebhookOptions) validate() error {
@@ -102,16 +138,46 @@ func (o WebhookOptions) clientConfig(path string) (admissionregistrationv1.Webho
 		}
 }
 
+// Webhooks are pitstop's validating webhooks as the install defines them,
+// reached through the Service namespace/name on port 443. The chart's
+// template renders the same (a test compares them).
+func Webhooks(namespace, name string) []admissionregistrationv1.ValidatingWebhook {
+	o := WebhookOptions{Service: namespace + "/" + name}
+	return webhooks(o, admissionregistrationv1.Fail)
+}
+
+// webhooks are pitstop's validating webhooks reached as o says, failing as
+// policy says when no replica answers.
+func webhooks(o WebhookOptions, policy admissionregistrationv1.FailurePolicyType) []admissionregistrationv1.ValidatingWebhook {
+	nmCC, _ := o.clientConfig(nodemaintenance.WebhookPath)
+	profileCC, _ := o.clientConfig(profile.WebhookPath)
+	return []admissionregistrationv1.ValidatingWebhook{
+		validatingWebhook("nodemaintenances", nmCC, policy),
+		validatingWebhook("maintenanceprofiles", profileCC, policy),
+	}
+}
+
+// onlyWhenTheSpecChanges keeps the API server from calling the webhook for
+// what it does not judge: an object being deleted, and updates that leave
+// the spec as it was (finalizers, labels, annotations). So while no replica
+// answers, finalizers can still be removed and objects deleted.
+var onlyWhenTheSpecChanges = []admissionregistrationv1.MatchCondition{
+	{Name: "not-being-deleted", Expression: "!has(object.metadata.deletionTimestamp)"},
+	{Name: "spec-changed", Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec"},
+}
+
 // validatingWebhook is the configuration of the webhook that judges
-// creates and updates of one pitstop.dev resource.
-func validatingWebhook(resource string, cc admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.ValidatingWebhook {
+// creates of one pitstop.dev resource and changes of its spec.
+func validatingWebhook(resource string, cc admissionregistrationv1.WebhookClientConfig, policy admissionregistrationv1.FailurePolicyType) admissionregistrationv1.ValidatingWebhook {
 	return admissionregistrationv1.ValidatingWebhook{
 		Name:                    resource + "." + pitstopv1alpha1.GroupVersion.Group,
 		ClientConfig:            cc,
 		AdmissionReviewVersions: []string{"v1"},
 		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-		FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+		FailurePolicy:           ptr.To(policy),
+		MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
 		TimeoutSeconds:          ptr.To[int32](5),
+		MatchConditions:         onlyWhenTheSpecChanges,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 			Rule: admissionregistrationv1.Rule{
@@ -125,42 +191,49 @@ func validatingWebhook(resource string, cc admissionregistrationv1.WebhookClient
 
 // setupWebhook registers the webhook handlers, puts the serving certificate
 // in CertDir (the server reads it when it starts) and keeps it renewed.
-func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts Options) error {
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts Options, log logr.Logger) error {
 	if err := nodemaintenance.SetupWebhook(mgr); err != nil {
 		return fmt.Errorf("setting up the NodeMaintenance webhook: %w", err)
 	}
 	if err := profile.SetupWebhook(mgr); err != nil {
 		return fmt.Errorf("setting up the MaintenanceProfile webhook: %w", err)
 	}
-	cc, hosts := opts.Webhook.clientConfig(nodemaintenance.WebhookPath)
-	profileCC, _ := opts.Webhook.clientConfig(profile.WebhookPath)
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	if !opts.Webhook.ManageCertificate {
+		return nil // cert-manager writes CertDir and the CA bundle
+	}
+	_, hosts := opts.Webhook.clientConfig(nodemaintenance.WebhookPath)
 	// A live client: the manager's cache does not run before Start.
 	live, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}
-	certs, err := webhookcert.New(live, webhookcert.Options{
+	certOpts := webhookcert.Options{
 		Namespace:         opts.LeaderElectionNamespace,
 		SecretName:        opts.Webhook.SecretName,
 		CertDir:           opts.Webhook.CertDir,
 		Hosts:             hosts,
 		WebhookConfigName: opts.Webhook.ConfigName,
-		// Both webhooks fail closed: a NodeMaintenance that might break quorum
-		// or a profile that might not compile is refused while no replica
-		// answers, and can be applied again; deletes are never judged.
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{
-			validatingWebhook("nodemaintenances", cc),
-			validatingWebhook("maintenanceprofiles", profileCC),
-		},
-	})
+		Installed:         true,
+	}
+	if opts.Webhook.URL != "" {
+		// A manager outside the cluster registers its own webhooks. They fail
+		// open: when it stops without removing them (killed, or its host
+		// gone), the cluster goes on with the API server's own validation
+		// instead of refusing every create.
+		certOpts.Installed = false
+		certOpts.Webhooks = webhooks(opts.Webhook, admissionregistrationv1.Ignore)
+	}
+	certs, err := webhookcert.New(live, certOpts)
 	if err != nil {
 		return err
 	}
-	if err := certs.Ensure(ctx); err != nil {
+	if err := certs.Ensure(ctx); webhookcert.IsConfigurationMissing(err) {
+		log.Error(err, "The API server does not call the webhook until its configuration is installed; retrying", "webhookConfiguration", opts.Webhook.ConfigName)
+	} else if err != nil {
 		return fmt.Errorf("preparing the webhook's serving certificate: %w", err)
 	}
-	if err := mgr.Add(certs); err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
+	return mgr.Add(certs)
 }

@@ -15,4 +15,10 @@ package webhookcert
 // (still the update verb) so that nothing is written when nothing differs.
 //
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update,namespace=pitstop-system
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;create;update
+//
+// The install's webhook configuration is the only one pitstop may read or
+// write in a cluster: the chart and pitstop.yaml fix its name. A manager
+// outside the cluster that registers its own (Options.Installed false) runs
+// with its user's permissions, not these.
+//
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;update,resourceNames=pitstop-validating-webhook

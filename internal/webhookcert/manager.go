@@ -29,6 +29,9 @@ const (
 	retryInterval = 5 * time.Second
 	// maxRounds bounds Ensure's rounds; see Ensure.
 	maxRounds = 3
+	// removeTimeout bounds the removal of a registered configuration when
+	// Start returns.
+	removeTimeout = 5 * time.Second
 )
 
 // Manager keeps the webhook's serving certificate, its files and the webhook
@@ -90,8 +93,12 @@ func (m *Manager) Ensure(ctx context.Context) error {
 		// replaced, the new bundle still holds the old one, so the API
 		// server trusts both the certificate this replica serves now and
 		// the one it is about to write.
-		if err := m.ensureWebhookConfiguration(ctx, b.caPEM); err != nil {
-			return err
+		// A missing install configuration does not stop the files: the
+		// server can serve, and the next round writes the bundle once the
+		// configuration is installed.
+		configErr := m.ensureWebhookConfiguration(ctx, b.caPEM)
+		if configErr != nil && !IsConfigurationMissing(configErr) {
+			return configErr
 		}
 		// Another replica may have replaced the CA after ensureSecret read
 		// the Secret, and written the new bundle to the configuration just
@@ -110,7 +117,7 @@ func (m *Manager) Ensure(ctx context.Context) error {
 			return err
 		}
 		m.renewAt = renewalTime(b, m.planInput())
-		return nil
+		return configErr
 	}
 	return fmt.Errorf("the CA in Secret %s/%s changed during each of %d rounds", m.opts.Namespace, m.opts.SecretName, maxRounds)
 }
@@ -119,9 +126,18 @@ func (m *Manager) Ensure(ctx context.Context) error {
 // and at least every hour, until ctx ends. A failed Ensure is logged and
 // retried with backoff rather than returned: returning would stop the whole
 // controller-runtime manager while the certificate on disk is most likely
-// still valid. Start implements manager.Runnable.
+// still valid. When ctx ends, a configuration this package registered
+// (Options.Installed false) is removed. Start implements manager.Runnable.
 func (m *Manager) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithValues("secret", klog.KRef(m.opts.Namespace, m.opts.SecretName))
+	defer func() {
+		// ctx has ended: the removal gets a short context of its own.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		if err := m.removeWebhookConfiguration(rctx); err != nil {
+			log.Error(err, "Removing the webhook configuration failed")
+		}
+	}()
 	retry := m.retryInterval
 	for {
 		var wait time.Duration

@@ -36,11 +36,19 @@ type Options struct {
 	// Hosts are the DNS names and IP addresses the serving certificate must
 	// be valid for, e.g. "pitstop-webhook.pitstop-system.svc" or "127.0.0.1".
 	Hosts []string
-	// WebhookConfigName names the ValidatingWebhookConfiguration this
-	// package creates and updates.
+	// WebhookConfigName names the ValidatingWebhookConfiguration that
+	// carries the CA bundle.
 	WebhookConfigName string
+	// Installed says the webhook configuration belongs to the install (the
+	// Helm chart or pitstop.yaml), which creates it and removes it on
+	// uninstall: this package then only writes the CA bundle into its
+	// webhooks, and never creates, reshapes or deletes it. Otherwise this
+	// package registers Webhooks itself and removes the configuration when
+	// Start returns.
+	Installed bool
 	// Webhooks are the full webhook definitions, with a ClientConfig that
 	// names a Service or a URL. Their CABundle is filled in by this package.
+	// They are required unless Installed is set, and unused if it is.
 	Webhooks []admissionregistrationv1.ValidatingWebhook
 	// Validity is the serving certificate's lifetime: one year when zero.
 	// The CA lives ten years.
@@ -75,7 +83,11 @@ func (o Options) Validate() error {
 	if errs := validation.IsDNS1123Subdomain(o.WebhookConfigName); len(errs) > 0 {
 		return optionError("WebhookConfigName", o.WebhookConfigName, errs[0])
 	}
-	if err := validateWebhooks(o.Webhooks); err != nil {
+	if o.Installed {
+		if len(o.Webhooks) > 0 {
+			return optionError("Webhooks", o.Webhooks[0].Name, "must be empty when Installed is set: the install defines the webhooks")
+		}
+	} else if err := validateWebhooks(o.Webhooks); err != nil {
 		return err
 	}
 	return validateDurations(o)

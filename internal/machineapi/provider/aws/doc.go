@@ -23,3 +23,9 @@
 // keeps them in openshift-machine-api): the manager needs get on Secrets
 // there, granted per namespace (docs/machine-api.md), not cluster-wide.
 package aws
+
+// The provider reads the credentials and user-data Secrets that a Machine's
+// providerSpec names, in the Machine's namespace. The chart binds this role
+// only in the namespace of the Machines.
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get

@@ -1,0 +1,204 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+var env *testutil.Env
+
+func TestMain(m *testing.M) { testutil.Main(m, &env) }
+
+// applyChart renders the chart with its defaults and applies it to the
+// API server as `kubectl apply --server-side` would, Namespace included.
+func applyChart(t *testing.T) {
+	t.Helper()
+	out, err := helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--namespace", namespace, "--set", "namespace.create=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := t.TempDir() + "/kubeconfig"
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	apply := exec.Command(tool(t, "kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-")
+	apply.Stdin = strings.NewReader(out)
+	if b, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, b)
+	}
+}
+
+// serviceAccountConfig authenticates as the chart's ServiceAccount with a
+// token from the TokenRequest API, as a pod of the Deployment would.
+func serviceAccountConfig(t *testing.T) *rest.Config {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	tok, err := env.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), "pitstop", req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for ServiceAccount %s/pitstop: %v", namespace, err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tok.Status.Token
+	return cfg
+}
+
+// TestTheChartGrantsWhatTheManagerNeeds applies the chart to a real API
+// server, then runs the manager authenticated as its ServiceAccount: with
+// exactly the RBAC the chart grants it takes the chart's leader Lease,
+// fills the chart's certificate Secret, writes the CA into the chart's
+// webhook configuration, and serves its dashboard with the node's Events.
+func TestTheChartGrantsWhatTheManagerNeeds(t *testing.T) {
+	applyChart(t)
+	opts := manager.DefaultOptions()
+	opts.MetricsAddr, opts.HealthAddr = "0", "0"
+	opts.LeaderElectionNamespace = namespace
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	opts.Webhook.Host = "127.0.0.1"
+	opts.Webhook.Port = testutil.FreePort(t)
+	opts.Webhook.CertDir = t.TempDir()
+	opts.DashboardAddr = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	mgr, err := manager.New(t.Context(), serviceAccountConfig(t), opts, logr.Discard())
+	if err != nil {
+		t.Fatalf("the manager as its ServiceAccount: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	select {
+	case <-mgr.Elected():
+	case err := <-done:
+		t.Fatalf("manager stopped before it was elected: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the manager, running as its ServiceAccount, did not win the leader election")
+	}
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: opts.LeaderElectionID}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if ptr.Deref(lease.Spec.HolderIdentity, "") == "" || lease.Labels["app.kubernetes.io/name"] != "pitstop" {
+		t.Errorf("the chart's Lease is not the one held: %+v", lease)
+	}
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: "pitstop-webhook-cert"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	if len(secret.Data["ca.crt"]) == 0 || len(secret.Data["tls.crt"]) == 0 {
+		t.Error("the manager did not fill the chart's certificate Secret")
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "pitstop-validating-webhook"}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range vwc.Webhooks {
+		if string(w.ClientConfig.CABundle) != string(secret.Data["ca.crt"]) {
+			t.Errorf("webhook %s does not carry the Secret's CA", w.Name)
+		}
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Name != "pitstop-webhook" {
+			t.Errorf("the manager reshaped webhook %s: %+v", w.Name, w.ClientConfig)
+		}
+	}
+
+	// The dashboard reads a node, its profiles and its Events.
+	testutil.Create(t, env.Client, testutil.Node("rbac-dashboard"))
+	awaitNodeReport(t, opts.DashboardAddr, "rbac-dashboard")
+}
+
+// TestAWebhookNobodyAnswersNeverBlocksFinalizersOrDeletes installs the
+// chart's webhook configuration with no pitstop running: creates are
+// refused (it fails closed), but a finalizer can still be removed and an
+// object deleted.
+func TestAWebhookNobodyAnswersNeverBlocksFinalizersOrDeletes(t *testing.T) {
+	// Another test may have installed the chart: start without its webhook.
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "pitstop-validating-webhook"}}
+	if err := env.Client.Delete(t.Context(), vwc); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	testutil.Create(t, env.Client, testutil.Node("webhook-down"))
+	nm := &pitstopv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: "webhook-down", Finalizers: []string{"pitstop.dev/test"}},
+		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "webhook-down"},
+	}
+	if err := env.Client.Create(t.Context(), nm); err != nil {
+		t.Fatal(err)
+	}
+	applyChart(t)
+	// Scale nothing: no pod runs here, so the Service has no endpoints.
+	second := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "webhook-down-2"}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "webhook-down"}}
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if err := env.Client.Create(t.Context(), second); err == nil {
+			_ = env.Client.Delete(t.Context(), second)
+			return fmt.Errorf("a create was admitted while no replica answers the webhook")
+		} else if !strings.Contains(err.Error(), "webhook") {
+			return fmt.Errorf("a create was refused, but not by the webhook: %w", err)
+		}
+		return nil
+	})
+	labelled := client.MergeFrom(nm.DeepCopy())
+	nm.Labels = map[string]string{"team": "infra"}
+	if err := env.Client.Patch(t.Context(), nm, labelled); err != nil {
+		t.Fatalf("labelling a NodeMaintenance while the webhook is down: %v", err)
+	}
+	if err := env.Client.Delete(t.Context(), nm); err != nil {
+		t.Fatalf("deleting a NodeMaintenance while the webhook is down: %v", err)
+	}
+	patch := client.MergeFrom(nm.DeepCopy())
+	nm.Finalizers = nil
+	if err := env.Client.Patch(t.Context(), nm, patch); err != nil {
+		t.Fatalf("removing a finalizer while the webhook is down: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(nm), nm)
+		if err == nil {
+			return fmt.Errorf("NodeMaintenance %s still exists", nm.Name)
+		}
+		return client.IgnoreNotFound(err)
+	})
+}
+
+// awaitNodeReport waits until the dashboard reports on the node, and fails
+// if it could not read the node's Events.
+func awaitNodeReport(t *testing.T, addr, node string) {
+	t.Helper()
+	report := &explain.NodeReport{}
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		resp, err := http.Get("http://" + addr + "/api/v1/nodes/" + node)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /api/v1/nodes/%s: %s", node, resp.Status)
+		}
+		return json.NewDecoder(resp.Body).Decode(report)
+	})
+	if report.EventsError != "" {
+		t.Errorf("the dashboard cannot read Events as the ServiceAccount: %s", report.EventsError)
+	}
+}

@@ -1,0 +1,238 @@
+package install
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/pitstop-dev/pitstop/internal/manager"
+)
+
+// TestChartLintsAndRendersOverAMatrixOfValues lints the chart strictly and
+// renders it with each feature on and off: every combination renders
+// objects that decode, and what each value turns on is there.
+func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
+	if out, err := helm(t, "lint", "--strict", repoPath(t, "charts", "pitstop")); err != nil {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+	everything := []string{"machineAPI.enabled=true", "machineAPI.installCRDs=true", "machineAPI.providers={aws,kwok}",
+		"medik8sCompat.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+		"grafanaDashboard.enabled=true", "namespace.create=true"}
+	for _, tc := range []struct {
+		name  string
+		set   []string
+		check func(t *testing.T, objs []*unstructured.Unstructured)
+	}{
+		{"the defaults run two replicas on two nodes, with the webhook and no optional feature", nil, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			if *d.Spec.Replicas != 2 {
+				t.Errorf("replicas %d, want 2", *d.Spec.Replicas)
+			}
+			if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+				t.Errorf("the replicas may share a node: affinity %+v", a)
+			}
+			assertArgs(t, d, []string{"--webhook-service=pitstop-system/pitstop-webhook", "--webhook-manage-certificate=true"}, []string{"--machine-api", "--medik8s-compat"})
+			if find(objs, "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook") == nil {
+				t.Error("no webhook configuration")
+			}
+			for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "Namespace", "Certificate"} {
+				if len(ofKind(objs, kind)) != 0 {
+					t.Errorf("a %s without its value", kind)
+				}
+			}
+			if s := find(objs, "Service", namespace, "pitstop-dashboard"); s == nil || s.Object["spec"].(map[string]any)["type"] != "ClusterIP" {
+				t.Errorf("the dashboard's Service is not ClusterIP: %v", s)
+			}
+		}},
+		{"every feature on", everything, func(t *testing.T, objs []*unstructured.Unstructured) {
+			assertArgs(t, deployment(t, objs), []string{"--machine-api", "--machine-providers=aws,kwok", "--medik8s-compat"}, nil)
+			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s"} {
+				if find(objs, "ClusterRoleBinding", "", name) == nil {
+					t.Errorf("no ClusterRoleBinding %s", name)
+				}
+			}
+			if find(objs, "RoleBinding", "openshift-machine-api", "pitstop-aws-provider") == nil {
+				t.Error("the aws provider's Secrets role is not bound in the Machines' namespace")
+			}
+			if find(objs, "ClusterRoleBinding", "", "pitstop-aws-provider") != nil {
+				t.Error("the aws provider may read Secrets in every namespace")
+			}
+			for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "Namespace"} {
+				if len(ofKind(objs, kind)) != 1 {
+					t.Errorf("%d %s, want 1", len(ofKind(objs, kind)), kind)
+				}
+			}
+			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 5 {
+				t.Errorf("%d CRDs, want pitstop's 2 and the Machine API's 3", n)
+			}
+			cm := ofKind(objs, "ConfigMap")[0]
+			var dashboard map[string]any
+			if err := json.Unmarshal([]byte(cm.Object["data"].(map[string]any)["pitstop.json"].(string)), &dashboard); err != nil {
+				t.Errorf("the Grafana dashboard is not JSON: %v", err)
+			}
+		}},
+		{"no optional feature binds only the core roles", []string{"webhook.enabled=false", "metrics.enabled=false", "dashboard.enabled=false", "networkPolicy.enabled=false", "podDisruptionBudget.enabled=false"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			assertArgs(t, deployment(t, objs), []string{"--webhook-port=0", "--metrics-bind-address=0", "--dashboard-addr=0"}, nil)
+			for _, b := range ofKind(objs, "ClusterRoleBinding") {
+				if b.GetName() != "pitstop-core" {
+					t.Errorf("ClusterRoleBinding %s without its feature", b.GetName())
+				}
+			}
+			for _, kind := range []string{"ValidatingWebhookConfiguration", "NetworkPolicy", "PodDisruptionBudget", "Secret"} {
+				if len(ofKind(objs, kind)) != 0 {
+					t.Errorf("a %s though it is off", kind)
+				}
+			}
+		}},
+		{"cert-manager issues the webhook's certificate", []string{"webhook.certManager.enabled=true"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			assertArgs(t, deployment(t, objs), []string{"--webhook-manage-certificate=false"}, nil)
+			vwc := find(objs, "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook")
+			if vwc == nil || vwc.GetAnnotations()["cert-manager.io/inject-ca-from"] != namespace+"/pitstop-webhook" {
+				t.Errorf("the webhook configuration does not ask cert-manager for its CA: %v", vwc)
+			}
+			if len(ofKind(objs, "Certificate")) != 1 || len(ofKind(objs, "Issuer")) != 1 {
+				t.Error("no Certificate and Issuer")
+			}
+		}},
+		{"one replica spreads where it can", []string{"replicas=1", "podAntiAffinity=preferred"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			a := deployment(t, objs).Spec.Template.Spec.Affinity
+			if a == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 0 {
+				t.Errorf("affinity %+v", a)
+			}
+		}},
+		{"an image digest wins over the tag", []string{"image.digest=sha256:" + strings.Repeat("a", 64), "image.tag=v9"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			if got := deployment(t, objs).Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/pitstop-dev/pitstop@sha256:"+strings.Repeat("a", 64) {
+				t.Errorf("image %s", got)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, render(t, tc.set...)) })
+	}
+}
+
+// TestChartRefusesWrongValuesNamingThem checks that values.schema.json
+// makes helm refuse a wrong value with a message that names it.
+func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
+	for _, tc := range []struct{ set, want string }{
+		{"replicas=two", "/replicas"},
+		{"webhook.failurePolicy=Sometimes", "/webhook/failurePolicy"},
+		{"machineAPI.providers={gce}", "/machineAPI/providers/0"},
+		{"podAntiAffinity=always", "/podAntiAffinity"},
+		{"dashbord.enabled=false", "dashbord"},
+		{"leaderElection.leaseDuration=15 seconds", "/leaderElection/leaseDuration"},
+		{"image.digest=latest", "/image/digest"},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			_, err := helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--set", tc.set)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: got %v, want a refusal naming %s", tc.set, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReleaseFileIsTheChartRendered writes pitstop.yaml as `make release`
+// does and checks that its CRDs, RBAC and Deployment are the chart's.
+func TestReleaseFileIsTheChartRendered(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pitstop.yaml")
+	cmd := exec.Command(repoPath(t, "hack", "release.sh"))
+	cmd.Env = append(os.Environ(), "OUT="+out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/release.sh: %v\n%s", err, b)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := decode(t, string(data))
+	chart := render(t)
+	kinds := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "Deployment", "ValidatingWebhookConfiguration"}
+	for _, kind := range kinds {
+		want, got := ofKind(chart, kind), ofKind(release, kind)
+		if len(want) == 0 || len(want) != len(got) {
+			t.Errorf("%d %s in the release, %d in the chart", len(got), kind, len(want))
+			continue
+		}
+		for i := range want {
+			if !equality.Semantic.DeepEqual(want[i].Object, got[i].Object) {
+				t.Errorf("%s %s differs between the release and the chart", kind, want[i].GetName())
+			}
+		}
+	}
+	ns := find(release, "Namespace", "", namespace)
+	if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("the release's Namespace does not enforce the restricted Pod Security Standard: %v", ns)
+	}
+}
+
+// TestChartWebhooksAreTheManagers compares the chart's webhooks with the
+// ones the manager defines, so that the two cannot drift apart.
+func TestChartWebhooksAreTheManagers(t *testing.T) {
+	obj := find(render(t), "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook")
+	if obj == nil {
+		t.Fatal("the chart has no webhook configuration")
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, vwc); err != nil {
+		t.Fatal(err)
+	}
+	want := manager.Webhooks(namespace, "pitstop-webhook")
+	if len(vwc.Webhooks) != len(want) {
+		t.Fatalf("the chart has %d webhooks, the manager %d", len(vwc.Webhooks), len(want))
+	}
+	for i := range want {
+		got := vwc.Webhooks[i].DeepCopy()
+		// The chart spells out what the API server would default.
+		got.ClientConfig.Service.Port = nil
+		for j := range got.Rules {
+			got.Rules[j].Scope = nil
+		}
+		if !equality.Semantic.DeepEqual(*got, want[i]) {
+			g, _ := json.MarshalIndent(got, "", "  ")
+			w, _ := json.MarshalIndent(want[i], "", "  ")
+			t.Errorf("webhook %d differs:\nchart:   %s\nmanager: %s", i, g, w)
+		}
+	}
+}
+
+func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	obj := find(objs, "Deployment", namespace, "pitstop")
+	if obj == nil {
+		t.Fatal("no Deployment pitstop")
+	}
+	d := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// assertArgs checks that the manager is started with every flag of want
+// and none of the flags named in absent.
+func assertArgs(t *testing.T, d *appsv1.Deployment, want, absent []string) {
+	t.Helper()
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, w := range want {
+		if !slices.Contains(args, w) {
+			t.Errorf("the manager is not started with %s: %v", w, args)
+		}
+	}
+	for _, a := range absent {
+		for _, arg := range args {
+			if arg == a || strings.HasPrefix(arg, a+"=") {
+				t.Errorf("the manager is started with %s", arg)
+			}
+		}
+	}
+}
