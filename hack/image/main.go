@@ -1,7 +1,9 @@
 // Command image packs pitstop binaries that `make image` cross-compiled into
 // the release image archive: an OCI image layout in one tar, holding a
 // multi-platform index, that podman, containerd and Docker load without a
-// registry. It owns flags only; internal/release/image builds the archive.
+// registry; classic Docker, without the containerd image store, loads the
+// one platform its manifest.json lists. It owns flags only;
+// internal/release/image builds the archive.
 package main
 
 import (
@@ -92,7 +94,7 @@ func run(args []string, stdout io.Writer) error {
 	for _, p := range s.Platforms {
 		fmt.Fprintf(stdout, "  %-12s %s %s compressed\n", p.Platform, p.Digest, mib(p.CompressedSize))
 	}
-	fmt.Fprintf(stdout, "%s %s\n", out, mib(s.ArchiveSize))
+	fmt.Fprintf(stdout, "%s %s (classic docker load: %s)\n", out, mib(s.ArchiveSize), s.DockerPlatform)
 	return nil
 }
 

@@ -17,7 +17,8 @@ import (
 // Annotations on the index.json entry that name the image for loaders.
 // Podman and the OCI spec read ref.name; containerd (ctr, nerdctl, Docker
 // with the containerd image store) reads its own key and falls back to
-// ref.name only as a tag under a base name.
+// ref.name only as a tag under a base name. Classic Docker reads neither: it
+// takes the name from RepoTags in manifest.json (see dockerManifestFile).
 const (
 	annotationRefName        = "org.opencontainers.image.ref.name"
 	annotationContainerdName = "io.containerd.image.name"
@@ -34,6 +35,9 @@ type Summary struct {
 	ArchiveSize int64
 	// Platforms describes each platform's image, in index order.
 	Platforms []PlatformSummary
+	// DockerPlatform is the platform of the one image manifest.json lists,
+	// the image classic `docker load` takes.
+	DockerPlatform v1.Platform
 }
 
 // PlatformSummary describes one platform's image in an archive.
@@ -49,8 +53,9 @@ type PlatformSummary struct {
 
 // Write builds the image for opts and writes it to out as an OCI image
 // layout packed into one tar: oci-layout, index.json naming the image, and
-// blobs/. The file is replaced atomically, so a failed run leaves no half
-// archive behind.
+// blobs/, which podman and containerd load; plus manifest.json, which lists
+// the linux/amd64 image by the same blobs for classic `docker load`. The file
+// is replaced atomically, so a failed run leaves no half archive behind.
 func Write(opts Options, out string) (Summary, error) {
 	idx, err := Build(opts)
 	if err != nil {
@@ -76,6 +81,14 @@ func Write(opts Options, out string) (Summary, error) {
 	if err := lp.AppendIndex(idx, layout.WithAnnotations(names)); err != nil {
 		return Summary{}, fmt.Errorf("writing the image layout: %w", err)
 	}
+	docker, platform, err := dockerManifest(opts.Reference(), idx)
+	if err != nil {
+		return Summary{}, err
+	}
+	if err := lp.WriteFile(dockerManifestFile, docker, 0o644); err != nil {
+		return Summary{}, fmt.Errorf("writing %s: %w", dockerManifestFile, err)
+	}
+	summary.DockerPlatform = platform
 	size, err := packDir(dir, out, opts.created())
 	if err != nil {
 		return Summary{}, err

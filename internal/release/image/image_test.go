@@ -91,7 +91,7 @@ func TestWriteArchive(t *testing.T) {
 		if !slices.IsSorted(names) {
 			t.Errorf("entries are not sorted: %q", names)
 		}
-		for _, want := range []string{"oci-layout", "index.json", "blobs/sha256/" + summary.IndexDigest.Hex} {
+		for _, want := range []string{"oci-layout", "index.json", "manifest.json", "blobs/sha256/" + summary.IndexDigest.Hex} {
 			if !slices.Contains(names, want) {
 				t.Errorf("archive has no %s: %q", want, names)
 			}
@@ -146,6 +146,13 @@ func TestWriteArchive(t *testing.T) {
 			t.Errorf("platforms %q, want %q", platforms, want)
 		}
 		checkLabels(t, "index", idxManifest.Annotations)
+	})
+
+	t.Run("lists the amd64 image in manifest.json for classic docker load", func(t *testing.T) {
+		checkDockerManifest(t, out, dir, headers, idx, "ghcr.io/pitstop-dev/pitstop:v1.2.3")
+		if got := summary.DockerPlatform.String(); got != "linux/amd64" {
+			t.Errorf("summary names %s for docker load, want linux/amd64", got)
+		}
 	})
 
 	for i, d := range idxManifest.Manifests {
