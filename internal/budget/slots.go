@@ -241,16 +241,63 @@ func (s *Slots) Free(ctx context.Context, key Key, size int, node string, expire
 	held := 0
 	for i := range list.Items {
 		lease := &list.Items[i]
-		holder := HolderOf(lease)
 		switch {
-		case holder == node:
+		case HolderOf(lease) == node:
 			return 0, true
-		case holder == "", !isSlot(key, size, lease.Name), expired != nil && expired(holder, lease):
-			continue
+		case counts(key, size, lease, expired):
+			held++
 		}
-		held++
 	}
 	return max(size-held, 0), false
+}
+
+// counts says a Lease takes up one of the first size slots of the budget:
+// it is one of them, held, and not expired.
+func counts(key Key, size int, lease *coordinationv1.Lease, expired Stale) bool {
+	holder := HolderOf(lease)
+	return holder != "" && isSlot(key, size, lease.Name) && (expired == nil || !expired(holder, lease))
+}
+
+// CachedUsed counts the budget's slots the cache shows taken: held and
+// not expired, of the first size. Like CachedHolders it is for counting
+// and showing, never for admission.
+func (s *Slots) CachedUsed(ctx context.Context, key Key, size int, expired Stale) (int, error) {
+	if s == nil || s.Cache == nil {
+		return 0, nil
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.cached(ctx, key, list); err != nil {
+		return 0, fmt.Errorf("reading the slots of %s: %w", key.Name, err)
+	}
+	used := 0
+	for i := range list.Items {
+		if counts(key, size, &list.Items[i], expired) {
+			used++
+		}
+	}
+	return used, nil
+}
+
+// CachedKeys names the budgets whose slot Leases the cache shows, in no
+// particular order. A slot given back is deleted, so a budget (or a group
+// of one) missing here has no slot taken.
+func (s *Slots) CachedKeys(ctx context.Context) ([]Key, error) {
+	if s == nil || s.Cache == nil {
+		return nil, nil
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{LabelBudget}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing budget slots: %w", err)
+	}
+	seen := map[Key]bool{}
+	var keys []Key
+	for i := range list.Items {
+		if key, ok := KeyOf(&list.Items[i]); ok && !seen[key] {
+			seen[key] = true
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
 }
 
 // CachedHolders names the nodes holding the budget's slots, as the cache

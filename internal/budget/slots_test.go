@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -570,5 +571,61 @@ func TestSlotIndex(t *testing.T) {
 		if (want < 0 && ok) || (want >= 0 && (!ok || i != want)) {
 			t.Errorf("slotIndex(%q) = %d, %t; want %d", name, i, ok, want)
 		}
+	}
+}
+
+// TestCachedUse: the slots a budget's cache shows taken are those held and
+// not expired, of the first size; CachedKeys names every budget, group by
+// group, that has a slot Lease, and nothing else.
+func TestCachedUse(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-cached-use")
+	// The API server stands in for the informer cache: same reads.
+	s := &Slots{Client: env.Client, Cache: env.Client, Namespace: ns}
+	zoneA, zoneB, other := Key{Name: "fleet", Group: "zone=a"}, Key{Name: "fleet", Group: "zone=b"}, Key{Name: "pace"}
+	t0 := time.Now()
+	// Zone a's two nodes take slots 0 and 1 of a budget of 2.
+	for _, take := range []struct {
+		key  Key
+		node string
+	}{{zoneA, "a-0"}, {zoneA, "a-1"}, {zoneB, "b-0"}, {other, "c-0"}} {
+		if _, ok, err := s.Acquire(t.Context(), take.key, 2, take.node, t0, nil); err != nil || !ok {
+			t.Fatalf("%s in %v: %v %v", take.node, take.key, ok, err)
+		}
+	}
+	// A Lease of the budget that is no slot of its (a larger budget's,
+	// say) or that nobody holds takes up nothing.
+	extra := s.newLease(zoneA, 5, "a-5", t0)
+	unheld := s.newLease(zoneA, 2, "", t0)
+	unheld.Spec.HolderIdentity = nil
+	testutil.Create(t, env.Client, extra, unheld)
+
+	expiredA0 := func(holder string, _ *coordinationv1.Lease) bool { return holder == "a-0" }
+	for _, tc := range []struct {
+		name    string
+		key     Key
+		size    int
+		expired Stale
+		want    int
+	}{
+		{"two slots of a group held", zoneA, 3, nil, 2},
+		{"one of them expired", zoneA, 3, expiredA0, 1},
+		{"a smaller budget counts its own slots only", zoneA, 1, nil, 1},
+		{"another group", zoneB, 3, nil, 1},
+		{"a budget without slots", Key{Name: "fleet", Group: "zone=c"}, 3, nil, 0},
+	} {
+		if got, err := s.CachedUsed(t.Context(), tc.key, tc.size, tc.expired); err != nil || got != tc.want {
+			t.Errorf("%s: CachedUsed = %d, %v; want %d", tc.name, got, err, tc.want)
+		}
+	}
+	keys, err := s.CachedKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(keys, func(a, b Key) int { return strings.Compare(a.Name+"/"+a.Group, b.Name+"/"+b.Group) })
+	if want := []Key{zoneA, zoneB, other}; !slices.Equal(keys, want) {
+		t.Errorf("CachedKeys = %v, want %v", keys, want)
+	}
+	if n, err := (&Slots{Client: env.Client, Namespace: ns}).CachedUsed(t.Context(), zoneA, 3, nil); n != 0 || err != nil {
+		t.Errorf("without a cache CachedUsed = %d, %v; want 0", n, err)
 	}
 }

@@ -73,6 +73,20 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
 	return out, nil
 }
 
+// Passes says whether a transition of the record's state passes on the
+// check results the record keeps from the node's last evaluation: whether
+// the node was moving on (its triggers running, say) rather than waiting
+// for a check. A budget slot that could not be taken is recorded as its
+// check failing, so a node waiting for a slot does not pass.
+func (p *Profile) Passes(pr ProfileRecord) bool {
+	for _, t := range p.Transitions[pr.Current] {
+		if ok, err := t.Expression.Eval(pr.Checks); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
 func toErrors(list field.ErrorList) []error {
 	out := make([]error, 0, len(list))
 	for _, e := range list {

@@ -104,9 +104,21 @@ func excludesDraining(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) bo
 	return onNM || onNode
 }
 
-func timedOut(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) bool {
+// drainDeadline is when the drain times out: spec.drain.timeout after
+// status.startTime, which survives restarts. ok is false when the drain
+// has no timeout or has not started.
+func drainDeadline(nm *pitstopv1alpha1.NodeMaintenance) (deadline time.Time, ok bool) {
 	t := nm.Spec.Drain.Timeout
-	return t != nil && nm.Status.StartTime != nil && !now.Before(nm.Status.StartTime.Add(t.Duration))
+	if t == nil || nm.Status.StartTime == nil {
+		return time.Time{}, false
+	}
+	return nm.Status.StartTime.Add(t.Duration), true
+}
+
+// timedOut says the drain's deadline has passed at now.
+func timedOut(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) bool {
+	deadline, ok := drainDeadline(nm)
+	return ok && !now.Before(deadline)
 }
 
 // markDrained records the end of the drain, once.
@@ -262,8 +274,8 @@ func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Resu
 	if evicted.Count(drain.Failed) > 0 || deleted.Count(drain.Failed) > 0 {
 		after = min(after, retryInterval(nm))
 	}
-	if t := nm.Spec.Drain.Timeout; t != nil && nm.Status.StartTime != nil {
-		if until := nm.Status.StartTime.Add(t.Duration).Sub(now); until > 0 {
+	if deadline, ok := drainDeadline(nm); ok {
+		if until := deadline.Sub(now); until > 0 {
 			after = min(after, until)
 		}
 	}

@@ -3,7 +3,9 @@ package nodemaintenance
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -25,4 +27,10 @@ func (w NodeWriter) Cordon(ctx context.Context, node *corev1.Node) (*corev1.Node
 // Restore restores node as read.
 func (w NodeWriter) Restore(ctx context.Context, node *corev1.Node) (*corev1.Node, bool, error) {
 	return w.r.patchNode(ctx, node, restored)
+}
+
+// NewMaintenancesCollector is the collector of the NodeMaintenance gauges,
+// reading through reader at clk's time.
+func NewMaintenancesCollector(reader client.Reader, clk clock.PassiveClock) prometheus.Collector {
+	return newMaintenancesCollector(reader, clk)
 }

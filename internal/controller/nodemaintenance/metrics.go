@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -65,28 +66,49 @@ func workloadKind(pod *corev1.Pod) string {
 	return "other"
 }
 
-// activeCollector reports NodeMaintenances by phase, computed at scrape
-// time from the cache, so the figure cannot drift from the objects.
-type activeCollector struct {
-	reader client.Reader
-	desc   *prometheus.Desc
+// maintenancesCollector reports, computed at scrape time from the cache
+// so the figures cannot drift from the objects: NodeMaintenances by phase,
+// the drains past their timeout, and how long the oldest maintenance not
+// yet drained has run.
+type maintenancesCollector struct {
+	reader                  client.Reader
+	clock                   clock.PassiveClock
+	phases, overdue, oldest *prometheus.Desc
 }
 
-func newActiveCollector(reader client.Reader) *activeCollector {
-	return &activeCollector{reader: reader, desc: prometheus.NewDesc(
-		"pitstop_node_maintenances",
-		"NodeMaintenance objects by phase (Pending: not yet reconciled); objects being deleted count as Restoring.",
-		[]string{"phase"}, nil)}
+func newMaintenancesCollector(reader client.Reader, clk clock.PassiveClock) *maintenancesCollector {
+	return &maintenancesCollector{
+		reader: reader,
+		clock:  clk,
+		phases: prometheus.NewDesc(
+			"pitstop_node_maintenances",
+			"NodeMaintenance objects by phase (Pending: not yet reconciled); objects being deleted count as Restoring.",
+			[]string{"phase"}, nil),
+		overdue: prometheus.NewDesc(
+			"pitstop_node_maintenance_overdue",
+			"NodeMaintenances not being deleted whose node is not drained and whose spec.drain.timeout has passed since status.startTime; a drain failed by its timeout (onTimeout: Fail) counts until its NodeMaintenance is deleted.",
+			nil, nil),
+		oldest: prometheus.NewDesc(
+			"pitstop_node_maintenance_oldest_running_seconds",
+			"Seconds since the oldest NodeMaintenance not being deleted whose node is not drained started (status.startTime, or its creation while its drain has not started); 0 when there is none.",
+			nil, nil),
+	}
 }
 
-func (c *activeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *maintenancesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.phases
+	ch <- c.overdue
+	ch <- c.oldest
+}
 
-func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *maintenancesCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	list := &pitstopv1alpha1.NodeMaintenanceList{}
-	if err := c.reader.List(ctx, list); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
+	if err := c.reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		for _, desc := range []*prometheus.Desc{c.phases, c.overdue, c.oldest} {
+			ch <- prometheus.NewInvalidMetric(desc, err)
+		}
 		return
 	}
 	counts := map[string]float64{"Pending": 0, "Running": 0, "Succeeded": 0, "Failed": 0, "Restoring": 0}
@@ -101,6 +123,33 @@ func (c *activeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for phase, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, n, phase)
+		ch <- prometheus.MustNewConstMetric(c.phases, prometheus.GaugeValue, n, phase)
 	}
+	overdue, oldest := drainAges(list.Items, c.clock.Now())
+	ch <- prometheus.MustNewConstMetric(c.overdue, prometheus.GaugeValue, float64(overdue))
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
+}
+
+// drainAges counts the maintenances whose drain is past its timeout at
+// now (timedOut, as the drain itself decides it), and finds how long the
+// oldest has run, from status.startTime or, before its drain starts (a
+// cordon held back by quorum, say), its creation. Both count only the
+// maintenances whose node is not drained yet and that are not being
+// deleted (their restore is under way).
+func drainAges(list []pitstopv1alpha1.NodeMaintenance, now time.Time) (overdue int, oldest time.Duration) {
+	for i := range list {
+		nm := &list[i]
+		if !nm.DeletionTimestamp.IsZero() || isConditionTrue(nm, pitstopv1alpha1.ConditionDrained) {
+			continue
+		}
+		if timedOut(nm, now) {
+			overdue++
+		}
+		start := nm.CreationTimestamp.Time
+		if nm.Status.StartTime != nil {
+			start = nm.Status.StartTime.Time
+		}
+		oldest = max(oldest, now.Sub(start))
+	}
+	return overdue, oldest
 }

@@ -67,7 +67,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		evicted:   newExpectations(),
 		writes:    newWritePacer(),
 	}
-	if err := pitstopmetrics.Replace(newActiveCollector(mgr.GetClient())); err != nil {
+	if err := pitstopmetrics.Replace(newMaintenancesCollector(mgr.GetClient(), r.clock)); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).

@@ -2,14 +2,17 @@ package profile
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -74,4 +77,24 @@ func (r *Reconciler) Woken() []string {
 			return names
 		}
 	}
+}
+
+// NewFleetCollector is the collector of the fleet gauges, reading through
+// reader and the budgets' slots through slots, at clk's time.
+func NewFleetCollector(reader client.Reader, slots *budget.Slots, clk clock.PassiveClock) prometheus.Collector {
+	return newFleetCollector(reader, newRecordCache(), newRegistry(check.Deps{}), slots, clk)
+}
+
+// BudgetKey names the budget whose slots the check checkName of p stands
+// for on node, as the engine takes them.
+func BudgetKey(p *pitstopv1alpha1.MaintenanceProfile, checkName string, node *corev1.Node) (budget.Key, error) {
+	c, err := compile(p, check.Deps{})
+	if err != nil {
+		return budget.Key{}, err
+	}
+	b, ok := budgetSlots(c, checkName, node, time.Time{})
+	if !ok {
+		return budget.Key{}, fmt.Errorf("check %s of %s is no budget", checkName, p.Name)
+	}
+	return b.key, nil
 }

@@ -102,7 +102,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.Add(manager.RunnableFunc(r.sweepSlots)); err != nil {
 		return nil, err
 	}
-	if err := pitstopmetrics.Replace(newNodesCollector(mgr.GetClient(), r.records)); err != nil {
+	if err := pitstopmetrics.Replace(newFleetCollector(mgr.GetClient(), r.records, r.profiles, r.slots, r.clock)); err != nil {
 		return nil, err
 	}
 	status := newStatusReconciler(mgr.GetClient(), r.nodes, r.profiles, r.records, r.clock)
