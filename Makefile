@@ -31,8 +31,19 @@ tools: deps ## Build the pinned control plane, kwok and controller-gen into bin/
 	@hack/build-tools.sh
 
 .PHONY: build
-build: ## Build bin/pitstop.
+build: ## Build bin/pitstop, and bin/kubectl-pitstop: the same binary as the plugin of `kubectl pitstop`.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/pitstop ./cmd/pitstop
+	ln -f $(BIN)/pitstop $(BIN)/kubectl-pitstop
+
+.PHONY: cross
+cross: ## Build dist/pitstop-<os>-<arch> and dist/kubectl-pitstop-<os>-<arch> for Linux, macOS and Windows on amd64 and arm64.
+	@mkdir -p dist
+	for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64; do \
+	  os=$${platform%/*} arch=$${platform#*/} ext=; \
+	  if [ $$os = windows ]; then ext=.exe; fi; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "$(LDFLAGS) -s -w" -o dist/pitstop-$$os-$$arch$$ext ./cmd/pitstop; \
+	  ln -f dist/pitstop-$$os-$$arch$$ext dist/kubectl-pitstop-$$os-$$arch$$ext; \
+	done
 
 .PHONY: image
 image: IMAGE_REPO ?= ghcr.io/pitstop-dev/pitstop
@@ -65,7 +76,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: test
-test: tools verify vet ## Everything: tools, generated-file check, vet, all tests with -race (local-cluster tests included).
+test: tools verify vet cross ## Everything: tools, generated-file check, vet, all tests with -race (local-cluster tests included).
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: demo

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -63,6 +65,23 @@ func kubectl(t *testing.T, environ []string, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// TestDevBadFlagsExitWithOneLine checks that `pitstop dev` refuses bad
+// flag values at start, before anything starts, with exit code 2 and one
+// line naming the flag and the value.
+func TestDevBadFlagsExitWithOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // parts of the one line
+	}{
+		{"too few nodes", []string{"dev", "--nodes=0"}, []string{"--nodes", `"0"`}},
+		{"no worker left", []string{"dev", "--nodes=3", "--control-plane-nodes=3"}, []string{"--control-plane-nodes", `"3"`}},
+		{"bin dir without binaries", []string{"dev", "--bin-dir=/nonexistent"}, []string{"--bin-dir", `"/nonexistent"`, "make tools"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assertUsageLine(t, tc.args, tc.want...) })
+	}
 }
 
 // TestDemoComesUpAndCtrlCLeavesNothing is the demo as a user runs it: 20

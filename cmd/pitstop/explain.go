@@ -19,7 +19,7 @@ import (
 )
 
 func newExplainCommand() *cobra.Command {
-	var kubeconfig, output string
+	var kubeconfig, kubeContext, output string
 	cmd := &cobra.Command{
 		Use:   "explain (node|profile) NAME",
 		Short: "Say why a node is where it is in its maintenance, or how a profile's nodes stand",
@@ -32,8 +32,9 @@ waits, longest first.
 
 The checks are evaluated the way the manager evaluates them, from the
 cluster as it is now; nothing is changed. The cluster is the one kubectl
-uses: --kubeconfig, else $KUBECONFIG or ~/.kube/config, else the in-cluster
-service account.`,
+uses: --kubeconfig, else $KUBECONFIG or ~/.kube/config, at --context or
+the current context, else the in-cluster service account. Installed as
+kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 || (args[0] != "node" && args[0] != "profile") {
 				return usageError{fmt.Errorf("explain takes a kind (node or profile) and a name, got %q", args)}
@@ -44,7 +45,7 @@ service account.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := cliConfig(kubeconfig)
+			cfg, err := cliConfig(kubeconfig, kubeContext)
 			if err != nil {
 				return err
 			}
@@ -71,20 +72,43 @@ service account.`,
 		},
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+	cmd.Flags().StringVar(&kubeContext, "context", "", "the kubeconfig context to use (default: its current context)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text, or json for scripts")
 	return cmd
 }
 
-// cliConfig finds the cluster the way kubectl does: --kubeconfig, else
-// $KUBECONFIG or ~/.kube/config, else the in-cluster service account.
-func cliConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return loadConfig(kubeconfig)
+// cliConfig finds the cluster the way kubectl does: the kubeconfig of
+// --kubeconfig, else $KUBECONFIG or ~/.kube/config, at the context of
+// --context, else the kubeconfig's current one; without a kubeconfig, the
+// in-cluster service account. kubectl hands a plugin its environment and
+// the arguments after the plugin's name, so `kubectl pitstop explain ...
+// --context x` reaches the cluster `kubectl get ... --context x` does.
+func cliConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
+	if kubeContext == "" && kubeconfig != "" {
+		return loadConfig(kubeconfig) // its errors name the flag and the file
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return loadConfig("")
+	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, then ~/.kube/config
+	rules.ExplicitPath = kubeconfig
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+	cfg, err := loader.ClientConfig()
+	switch {
+	case err == nil:
+		return withClientDefaults(cfg), nil
+	case kubeContext != "":
+		return nil, contextError(loader, kubeContext, err)
 	}
-	return withClientDefaults(cfg), nil
+	return loadConfig("") // the in-cluster service account, or an error saying where pitstop looked
+}
+
+// contextError explains why the kubeconfig at --context gave no
+// configuration: a usage error when the context does not exist.
+func contextError(loader clientcmd.ClientConfig, kubeContext string, err error) error {
+	raw, rawErr := loader.RawConfig()
+	if rawErr != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", rawErr)
+	}
+	if _, ok := raw.Contexts[kubeContext]; !ok {
+		return usageError{&manager.FlagError{Flag: "context", Value: kubeContext, Reason: "no such context in the kubeconfig"}}
+	}
+	return fmt.Errorf("loading context %s of the kubeconfig: %w", kubeContext, err)
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -32,6 +34,10 @@ func execute(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	root := newRootCommand(stdout, stderr)
+	if isKubectlPlugin(os.Args[0]) {
+		// Help and usage then show the command the user typed.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pitstop"}
+	}
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -54,6 +60,21 @@ func (e usageError) Unwrap() error { return e.err }
 func isUsageError(err error) bool {
 	_, ok := err.(usageError)
 	return ok
+}
+
+// pluginName is the file name that makes the binary a kubectl plugin:
+// kubectl runs the kubectl-pitstop it finds on the PATH for `kubectl
+// pitstop ...`, with the arguments after "pitstop" and its environment.
+const pluginName = "kubectl-pitstop"
+
+// isKubectlPlugin reports whether the binary at path runs as kubectl's
+// plugin: its file is kubectl-pitstop, or kubectl-pitstop.exe on Windows.
+func isKubectlPlugin(path string) bool {
+	name := filepath.Base(path)
+	if ext := filepath.Ext(name); strings.EqualFold(ext, ".exe") {
+		name = strings.TrimSuffix(name, ext)
+	}
+	return name == pluginName
 }
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -189,27 +189,28 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"not a bool", []string{"run", "--leader-elect=maybe"}, []string{"--leader-elect", `"maybe"`}},
 		{"missing kubeconfig", []string{"run", "--kubeconfig=/nonexistent/kubeconfig"}, []string{"--kubeconfig", `"/nonexistent/kubeconfig"`, "no such file"}},
 		{"unknown flag", []string{"run", "--metrics-addr=:8080"}, []string{"--metrics-addr"}},
-		{"too few nodes", []string{"dev", "--nodes=0"}, []string{"--nodes", `"0"`}},
-		{"no worker left", []string{"dev", "--nodes=3", "--control-plane-nodes=3"}, []string{"--control-plane-nodes", `"3"`}},
-		{"bin dir without binaries", []string{"dev", "--bin-dir=/nonexistent"}, []string{"--bin-dir", `"/nonexistent"`, "make tools"}},
 		{"unknown version output", []string{"version", "-o", "yaml"}, []string{"--output", `"yaml"`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := execute(tc.args, &stdout, &stderr)
-			if code != 2 {
-				t.Errorf("exit code %d, want 2", code)
-			}
-			lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
-			if len(lines) != 1 {
-				t.Fatalf("stderr has %d lines, want 1:\n%s", len(lines), stderr.String())
-			}
-			for _, part := range tc.want {
-				if !strings.Contains(lines[0], part) {
-					t.Errorf("%q does not mention %s", lines[0], part)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { assertUsageLine(t, tc.args, tc.want...) })
+	}
+}
+
+// assertUsageLine runs `pitstop args...` and wants exit code 2 and one line
+// on stderr that contains every part of want.
+func assertUsageLine(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	if code := execute(args, &stdout, &stderr); code != 2 {
+		t.Errorf("exit code %d, want 2", code)
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("stderr has %d lines, want 1:\n%s", len(lines), stderr.String())
+	}
+	for _, part := range want {
+		if !strings.Contains(lines[0], part) {
+			t.Errorf("%q does not mention %s", lines[0], part)
+		}
 	}
 }
 

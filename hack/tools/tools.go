@@ -1,7 +1,8 @@
 //go:build tools
 
 // Package tools pins the versions of the binaries that `make tools` builds
-// into bin/: the control plane the tests run against and the code generators.
+// into bin/: the control plane and the real node the tests run against, and
+// the code generators.
 package tools
 
 import (
@@ -9,7 +10,9 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 	_ "sigs.k8s.io/kwok/cmd/kwok"
 )

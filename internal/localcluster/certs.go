@@ -25,10 +25,11 @@ type pki struct {
 	serviceAccPub  string
 }
 
-// writePKI makes a throwaway CA, a serving certificate for 127.0.0.1 and
-// localhost, and a service-account key pair. The kubeconfig carries the CA,
-// so clients verify the server instead of skipping TLS verification.
-func writePKI(dir string) (*pki, error) {
+// writePKI makes a throwaway CA, a serving certificate for 127.0.0.1,
+// localhost, the kubernetes Service and the extra addresses, and a
+// service-account key pair. The kubeconfig carries the CA, so clients verify
+// the server instead of skipping TLS verification.
+func writePKI(dir string, extraIPs ...net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -66,8 +67,8 @@ func writePKI(dir string) (*pki, error) {
 		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(kubernetesServiceIP)}, extraIPs...),
 	}
 	servingDER, err := x509.CreateCertificate(rand.Reader, servingTmpl, ca, &servingKey.PublicKey, caKey)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,6 +43,8 @@ type Cluster struct {
 	Clientset kubernetes.Interface
 
 	opts     Options
+	apiHost  string    // the address the API server listens on
+	realNode *realNode // nil unless opts.RealNode
 	mu       sync.Mutex
 	procs    []*process // in start order
 	stopOnce sync.Once
@@ -50,8 +53,12 @@ type Cluster struct {
 
 // Start brings up a cluster as described by opts and returns once the API
 // is healthy, every node is Ready and, if asked, the sample workloads run.
-// On error, everything already started is stopped again.
+// On error, everything already started is stopped again. It runs only on
+// Linux; elsewhere it returns an error wrapping errors.ErrUnsupported.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if err := checkPlatform(); err != nil {
+		return nil, err
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("local cluster options: %w", err)
 	}
@@ -63,7 +70,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: dir, KubeconfigPath: filepath.Join(dir, "kubeconfig"), opts: opts}
+	c = &Cluster{Dir: dir, KubeconfigPath: filepath.Join(dir, "kubeconfig"), opts: opts, apiHost: "127.0.0.1"}
 	defer func() {
 		if err != nil {
 			c.opts.KeepDir = true // the logs say why it failed
@@ -74,11 +81,27 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 		return c, err
 	}
+	if opts.RealNode {
+		if err := c.prepareRealNode(ctx); err != nil {
+			return c, err
+		}
+		c.apiHost = realNodeIP
+	}
 	if err := c.startControlPlane(ctx); err != nil {
 		return c, err
 	}
+	if opts.RealNode {
+		if err := c.startRealNode(ctx); err != nil {
+			return c, err
+		}
+	}
 	if err := c.createNodes(ctx); err != nil {
 		return c, err
+	}
+	if opts.RealNode {
+		if err := c.awaitRealNodeRegistered(ctx); err != nil {
+			return c, err
+		}
 	}
 	if err := c.awaitNodesReady(ctx); err != nil {
 		return c, err
@@ -107,7 +130,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return err
 	}
-	keys, err := writePKI(filepath.Join(c.Dir, "pki"))
+	keys, err := writePKI(filepath.Join(c.Dir, "pki"), net.ParseIP(c.apiHost))
 	if err != nil {
 		return fmt.Errorf("writing certificates: %w", err)
 	}
@@ -122,7 +145,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := c.start("etcd", etcdArgs(c.Dir, etcdPort, peerPort), logDir); err != nil {
 		return err
 	}
-	if err := c.start("kube-apiserver", apiserverArgs(keys, files, etcdPort, apiPort), logDir); err != nil {
+	if err := c.start("kube-apiserver", apiserverArgs(keys, files, etcdPort, apiPort, c.apiHost, c.opts.RealNode), logDir); err != nil {
 		return err
 	}
 	if err := c.awaitAPIServer(ctx); err != nil {
@@ -145,7 +168,12 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 
 // start runs one component from BinDir and records it for Stop.
 func (c *Cluster) start(name string, args []string, logDir string) error {
-	p, err := startProcess(name, filepath.Join(c.opts.BinDir, name), args, logDir)
+	return c.startBinary(name, filepath.Join(c.opts.BinDir, name), args, logDir)
+}
+
+// startBinary runs the program at path and records it for Stop.
+func (c *Cluster) startBinary(name, path string, args []string, logDir string) error {
+	p, err := startProcess(name, path, args, logDir)
 	if err != nil {
 		return err
 	}
@@ -174,7 +202,7 @@ func (c *Cluster) writeKubeconfig(apiPort int, caPEM []byte) error {
 	const name = "pitstop-local"
 	kubeconfig := clientcmdapi.Config{
 		Clusters: map[string]*clientcmdapi.Cluster{name: {
-			Server:                   "https://127.0.0.1:" + strconv.Itoa(apiPort),
+			Server:                   "https://" + net.JoinHostPort(c.apiHost, strconv.Itoa(apiPort)),
 			CertificateAuthorityData: caPEM,
 		}},
 		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {Token: adminToken}},
@@ -251,12 +279,18 @@ func (c *Cluster) Stop() error {
 		// data is thrown away, so they get a short grace before SIGKILL.
 		first := min(len(procs), 2) // etcd and kube-apiserver start first
 		stopAll(procs[first:])
+		var errs []error
+		if c.realNode != nil {
+			// The kubelet is gone, so nothing restarts the pods it ran.
+			errs = append(errs, c.stopRealNode())
+		}
 		stopAll(procs[:first])
 		if c.opts.KeepDir {
-			c.stopErr = os.WriteFile(filepath.Join(c.Dir, "keep"), nil, 0o600)
+			errs = append(errs, os.WriteFile(filepath.Join(c.Dir, "keep"), nil, 0o600))
 		} else {
-			c.stopErr = os.RemoveAll(c.Dir)
+			errs = append(errs, os.RemoveAll(c.Dir))
 		}
+		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
 }
@@ -284,6 +318,7 @@ func removeStaleDirs(workDir string) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, "keep")); errors.Is(err, os.ErrNotExist) {
+			releaseLeftovers(dir)
 			_ = os.RemoveAll(dir)
 		}
 	}

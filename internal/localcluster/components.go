@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 )
 
 // componentFiles are configuration files the components read.
@@ -83,11 +85,20 @@ func etcdArgs(dir string, clientPort, peerPort int) []string {
 	}
 }
 
-func apiserverArgs(keys *pki, files componentFiles, etcdPort, apiPort int) []string {
-	return []string{
+// serviceCIDR is the range of Service ClusterIPs; kubernetesServiceIP, its
+// first address, is the kubernetes Service's, which in-cluster clients dial.
+const (
+	serviceCIDR         = "10.96.0.0/16"
+	kubernetesServiceIP = "10.96.0.1"
+)
+
+// apiserverArgs are kube-apiserver's flags. It listens on host, 127.0.0.1
+// unless the cluster has a real node (see prepareRealNode).
+func apiserverArgs(keys *pki, files componentFiles, etcdPort, apiPort int, host string, realNode bool) []string {
+	args := []string{
 		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdPort),
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
+		"--bind-address=" + host,
+		"--advertise-address=" + host,
 		"--secure-port=" + strconv.Itoa(apiPort),
 		"--tls-cert-file=" + keys.servingCert,
 		"--tls-private-key-file=" + keys.servingKey,
@@ -96,13 +107,22 @@ func apiserverArgs(keys *pki, files componentFiles, etcdPort, apiPort int) []str
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + keys.serviceAccPub,
 		"--service-account-signing-key-file=" + keys.serviceAccount,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true",
-		// Simulated kubelets mount no tokens, and without this plugin pods need
-		// not wait for each namespace's default ServiceAccount to appear.
-		"--disable-admission-plugins=ServiceAccount",
 		"--profiling=false",
 	}
+	if !realNode {
+		// Simulated kubelets mount no tokens, and without this plugin pods need
+		// not wait for each namespace's default ServiceAccount to appear.
+		return append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	// The real kubelet mounts the token this plugin adds to pods, with which
+	// in-cluster clients authenticate. Webhooks and aggregated APIs are called
+	// at an endpoint of their Service, picked from its EndpointSlices, rather
+	// than at its ClusterIP: the pod's address on the node's bridge is
+	// reachable from this machine, and the call does not depend on
+	// kube-proxy's rules for traffic this machine sends itself.
+	return append(args, "--enable-aggregator-routing=true")
 }
 
 func controllerManagerArgs(kubeconfig string, port int, nodeGrace time.Duration) []string {
@@ -139,7 +159,7 @@ func kwokArgs(kubeconfig, stages, config string) []string {
 		"--config=" + stages,
 		"--config=" + config,
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + AnnotationKwokNode + "=fake",
+		"--manage-nodes-with-annotation-selector=" + kwoknode.Annotation + "=" + kwoknode.AnnotationValue,
 		"--cidr=10.128.0.0/9",
 	}
 }

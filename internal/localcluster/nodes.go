@@ -3,21 +3,21 @@ package localcluster
 import (
 	"context"
 	"fmt"
-
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 )
 
 const (
 	// AnnotationKwokNode marks the nodes kwok plays the kubelet for: a node
 	// without it gets no heartbeat.
-	AnnotationKwokNode = "kwok.x-k8s.io/node"
+	AnnotationKwokNode = kwoknode.Annotation
 
 	// LabelControlPlane marks control-plane nodes, as kubeadm does.
 	LabelControlPlane = "node-role.kubernetes.io/control-plane"
@@ -28,68 +28,23 @@ const (
 )
 
 // NodeNames returns the names of the cluster's nodes as Start made them:
-// control-plane nodes first, then workers.
+// control-plane nodes first, then workers, then the real node if any.
 func (c *Cluster) NodeNames() []string {
-	names := make([]string, 0, c.opts.ControlPlaneNodes+c.opts.Workers)
+	names := make([]string, 0, c.opts.ControlPlaneNodes+c.opts.Workers+1)
 	for i := range c.opts.ControlPlaneNodes {
 		names = append(names, controlPlaneName(i))
 	}
 	for i := range c.opts.Workers {
 		names = append(names, workerName(i))
 	}
+	if c.opts.RealNode {
+		names = append(names, RealNodeName)
+	}
 	return names
 }
 
 func controlPlaneName(i int) string { return fmt.Sprintf("control-plane-%d", i) }
 func workerName(i int) string       { return fmt.Sprintf("worker-%03d", i) }
-
-// SimulatedNode returns a Node that kwok will run: name, labels, zone,
-// capacity, an InternalIP unique to index i and a kwok:// providerID.
-// Machine providers use it to make nodes for machines.
-func SimulatedNode(name string, i int, zone string, podsPerNode int, labels map[string]string) *corev1.Node {
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name,
-			Labels: map[string]string{
-				corev1.LabelHostname:   name,
-				corev1.LabelOSStable:   "linux",
-				corev1.LabelArchStable: "amd64",
-				"type":                 "kwok",
-			},
-			Annotations: map[string]string{
-				AnnotationKwokNode: "fake",
-				// Lets kubelets' clients skip the ConfigMap/Secret cache TTL; kwok
-				// sets it on the nodes it creates itself too.
-				"node.alpha.kubernetes.io/ttl": "0",
-			},
-		},
-		Spec: corev1.NodeSpec{ProviderID: "kwok://" + name},
-		Status: corev1.NodeStatus{
-			Capacity:    nodeResources(podsPerNode),
-			Allocatable: nodeResources(podsPerNode),
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.64.%d.%d", i/250, i%250+1)},
-				{Type: corev1.NodeHostName, Address: name},
-			},
-		},
-	}
-	if zone != "" {
-		node.Labels[LabelZone] = zone
-		node.Labels[corev1.LabelTopologyRegion] = "local"
-	}
-	for k, v := range labels {
-		node.Labels[k] = v
-	}
-	return node
-}
-
-func nodeResources(pods int) corev1.ResourceList {
-	return corev1.ResourceList{
-		corev1.ResourceCPU:    resource.MustParse("32"),
-		corev1.ResourceMemory: resource.MustParse("128Gi"),
-		corev1.ResourcePods:   *resource.NewQuantity(int64(pods), resource.DecimalSI),
-	}
-}
 
 // desiredNodes is every node Start creates.
 func (c *Cluster) desiredNodes() []*corev1.Node {
@@ -101,7 +56,7 @@ func (c *Cluster) desiredNodes() []*corev1.Node {
 		return c.opts.Zones[i%len(c.opts.Zones)]
 	}
 	for i := range c.opts.ControlPlaneNodes {
-		n := SimulatedNode(controlPlaneName(i), len(nodes), zone(i), c.opts.PodsPerNode, map[string]string{LabelControlPlane: ""})
+		n := kwoknode.New(controlPlaneName(i), len(nodes), zone(i), c.opts.PodsPerNode, map[string]string{LabelControlPlane: ""})
 		n.Spec.Taints = []corev1.Taint{{Key: LabelControlPlane, Effect: corev1.TaintEffectNoSchedule}}
 		nodes = append(nodes, n)
 	}
@@ -110,7 +65,7 @@ func (c *Cluster) desiredNodes() []*corev1.Node {
 		for k, v := range c.opts.NodeLabels {
 			labels[k] = v
 		}
-		nodes = append(nodes, SimulatedNode(workerName(i), len(nodes), zone(i), c.opts.PodsPerNode, labels))
+		nodes = append(nodes, kwoknode.New(workerName(i), len(nodes), zone(i), c.opts.PodsPerNode, labels))
 	}
 	return nodes
 }
@@ -135,7 +90,7 @@ func (c *Cluster) createNodes(ctx context.Context) error {
 // lifecycle controller has lifted the not-ready taint, so pods can be
 // scheduled on all of them.
 func (c *Cluster) awaitNodesReady(ctx context.Context) error {
-	want := c.opts.ControlPlaneNodes + c.opts.Workers
+	want := len(c.NodeNames())
 	return c.poll(ctx, 200*time.Millisecond, fmt.Sprintf("%d nodes to become Ready", want), func(ctx context.Context) (bool, error) {
 		nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -40,6 +40,17 @@ type Options struct {
 	// PodsPerNode is each node's pod capacity.
 	PodsPerNode int
 
+	// RealNode adds one real worker, RealNodeName, to the simulated nodes: a
+	// kubelet and kube-proxy from BinDir with containerd, runc and the CNI
+	// plugins of this machine (`make deps` installs them). Pods the scheduler
+	// puts on it really run, from images loaded with Cluster.LoadImage; they
+	// reach the API server through the kubernetes Service as in-cluster
+	// clients do, and this machine and the API server reach them at their
+	// pod IP. The API server then listens on the node's bridge address
+	// instead of 127.0.0.1. It needs root, and one cluster a machine has a
+	// real node at a time: Start waits while another one has.
+	RealNode bool
+
 	// SampleWorkloads applies the sample workloads (see SampleWorkloads) once
 	// the nodes are Ready and waits until they run.
 	SampleWorkloads bool
@@ -74,7 +85,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("ControlPlaneNodes must not be negative, got %d", o.ControlPlaneNodes)
 	case o.Workers < 0:
 		return fmt.Errorf("Workers must not be negative, got %d", o.Workers)
-	case o.ControlPlaneNodes+o.Workers == 0 && o.SampleWorkloads:
+	case o.ControlPlaneNodes+o.Workers == 0 && !o.RealNode && o.SampleWorkloads:
 		return errors.New("SampleWorkloads needs at least one worker node to run on")
 	case o.PodsPerNode < 1:
 		return fmt.Errorf("PodsPerNode must be at least 1, got %d", o.PodsPerNode)
@@ -83,10 +94,17 @@ func (o Options) Validate() error {
 	case o.StartTimeout <= 0:
 		return fmt.Errorf("StartTimeout must be positive, got %s", o.StartTimeout)
 	}
-	for _, name := range requiredBinaries {
+	required := requiredBinaries
+	if o.RealNode {
+		required = append(required[:len(required):len(required)], realNodeBinaries...)
+	}
+	for _, name := range required {
 		if _, err := os.Stat(filepath.Join(o.BinDir, name)); err != nil {
 			return fmt.Errorf("BinDir %q has no %s (run `make tools`): %w", o.BinDir, name, err)
 		}
+	}
+	if o.RealNode {
+		return validateRealNodeHost()
 	}
 	return nil
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package bench
 
 import (
@@ -16,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -89,7 +92,7 @@ func fillFleet(ctx context.Context, c client.Client, nodes, podsPerNode int) err
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(32)
 	for i := range nodes {
-		node := localcluster.SimulatedNode(fmt.Sprintf("worker-%04d", i), i, "", podsPerNode, map[string]string{localcluster.LabelWorker: ""})
+		node := kwoknode.New(fmt.Sprintf("worker-%04d", i), i, "", podsPerNode, map[string]string{localcluster.LabelWorker: ""})
 		g.Go(func() error { return c.Create(gctx, node) })
 	}
 	if err := g.Wait(); err != nil {

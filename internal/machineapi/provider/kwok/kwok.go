@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 )
 
@@ -133,7 +133,7 @@ func (p *Provider) createNode(ctx context.Context, m *machinev1beta1.Machine, sp
 	if pods == 0 {
 		pods = defaultPods
 	}
-	node := localcluster.SimulatedNode(m.Name, 0, spec.Zone, pods, labels)
+	node := kwoknode.New(m.Name, 0, spec.Zone, pods, labels)
 	if spec.Region != "" {
 		node.Labels[corev1.LabelTopologyRegion] = spec.Region
 	}
