@@ -36,6 +36,9 @@ type devOptions struct {
 	rolling       bool
 	machines      bool
 	nodeGrace     time.Duration
+	realNode      bool
+	loadImage     string
+	runManager    bool
 	log           logOptions
 	manager       manager.Options
 }
@@ -73,6 +76,9 @@ It builds nothing: the binaries come from --bin-dir (make tools builds them).`,
 	fs.BoolVar(&o.machines, "machines", true, "run the Machine API on the kwok provider: scale a MachineSet to 3 and let a MachineHealthCheck replace a machine whose node stops its heartbeat")
 	fs.DurationVar(&o.nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node may miss heartbeats before it is marked unreachable (kube-controller-manager's flag)")
 	fs.StringVar(&o.logFile, "log-file", "", "where pitstop's own log goes: a path, or - for stderr (default: logs/pitstop.log in the cluster's directory)")
+	fs.BoolVar(&o.realNode, "real-node", false, "join one real worker, "+localcluster.RealNodeName+" (labelled "+localcluster.LabelRealNode+"=true): a kubelet with containerd that runs pods for real; needs root and `make deps`")
+	fs.StringVar(&o.loadImage, "load-image", "", "with --real-node, an image archive to import into the real node's containerd, such as dist/pitstop-image.tar (make image)")
+	fs.BoolVar(&o.runManager, "manager", true, "run pitstop in this process; false: start only the cluster, to install pitstop into it (docs/install.md); the demos need the manager")
 	o.log.addFlags(fs)
 	addManagerFlags(fs, &o.manager)
 	return cmd
@@ -86,6 +92,14 @@ func (o *devOptions) validate() error {
 		return &manager.FlagError{Flag: "node-monitor-grace-period", Value: o.nodeGrace.String(), Reason: "must be positive"}
 	case o.controlPlanes < 0 || o.controlPlanes >= o.nodes:
 		return &manager.FlagError{Flag: "control-plane-nodes", Value: fmt.Sprint(o.controlPlanes), Reason: fmt.Sprintf("must be from 0 to %d so that at least one worker is left of --nodes=%d", o.nodes-1, o.nodes)}
+	}
+	if o.loadImage != "" {
+		if !o.realNode {
+			return &manager.FlagError{Flag: "load-image", Value: o.loadImage, Reason: "needs --real-node: only the real node runs images"}
+		}
+		if _, err := os.Stat(o.loadImage); err != nil {
+			return &manager.FlagError{Flag: "load-image", Value: o.loadImage, Reason: "cannot read the file (make image writes dist/pitstop-image.tar)"}
+		}
 	}
 	if _, err := os.Stat(filepath.Join(o.binDir, "kube-apiserver")); err != nil {
 		return &manager.FlagError{Flag: "bin-dir", Value: o.binDir, Reason: "has no kube-apiserver: run `make tools` first"}
@@ -106,6 +120,10 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	opts.Workers = o.nodes - o.controlPlanes
 	opts.SampleWorkloads = true
 	opts.NodeMonitorGracePeriod = o.nodeGrace
+	opts.RealNode = o.realNode
+	if !o.runManager {
+		o.rolling, o.machines = false, false // the demos drive the manager
+	}
 	if o.machines {
 		o.manager.MachineAPI = true
 		if !slices.Contains(o.manager.MachineProviders, "kwok") {
@@ -130,6 +148,16 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 			fmt.Fprintln(out, "Stopped; nothing is left running.")
 		}
 	}()
+
+	if o.loadImage != "" {
+		if err := cluster.LoadImage(ctx, o.loadImage); err != nil {
+			return err
+		}
+	}
+	binDir, _ := filepath.Abs(o.binDir)
+	if !o.runManager {
+		return awaitClusterOnly(ctx, out, cluster, o, started, binDir)
+	}
 
 	logPath, logOut, err := openDevLog(o.logFile, cluster.Dir)
 	if err != nil {
@@ -174,7 +202,6 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(ctx) }()
 
-	binDir, _ := filepath.Abs(o.binDir)
 	dashboard := ""
 	if o.manager.DashboardAddr != "0" {
 		dashboard = "\nDashboard: " + dashboardURL(o.manager.DashboardAddr) + " (the fleet and each node, live)\n"
@@ -209,6 +236,26 @@ Press Ctrl-C to stop.
 	case err := <-mgrDone:
 		return err
 	}
+}
+
+// awaitClusterOnly prints how to reach the cluster, in which pitstop does
+// not run, and waits until ctx ends.
+func awaitClusterOnly(ctx context.Context, out io.Writer, cluster *localcluster.Cluster, o devOptions, started time.Time, binDir string) error {
+	real := ""
+	if o.realNode {
+		real = fmt.Sprintf(" and the real node %s", localcluster.RealNodeName)
+	}
+	fmt.Fprintf(out, `Local cluster ready in %.1fs: %d nodes%s Ready, sample workloads running in namespace %s.
+pitstop is not running: install it into the cluster (docs/install.md).
+
+Use it from another terminal:
+  export KUBECONFIG=%s PATH=%s:$PATH
+  kubectl get nodes
+
+Press Ctrl-C to stop.
+`, time.Since(started).Seconds(), o.nodes, real, localcluster.SampleNamespace, cluster.KubeconfigPath, binDir)
+	<-ctx.Done()
+	return nil
 }
 
 // dashboardURL is where a browser on this machine finds the dashboard

@@ -79,6 +79,8 @@ func TestDevBadFlagsExitWithOneLine(t *testing.T) {
 		{"too few nodes", []string{"dev", "--nodes=0"}, []string{"--nodes", `"0"`}},
 		{"no worker left", []string{"dev", "--nodes=3", "--control-plane-nodes=3"}, []string{"--control-plane-nodes", `"3"`}},
 		{"bin dir without binaries", []string{"dev", "--bin-dir=/nonexistent"}, []string{"--bin-dir", `"/nonexistent"`, "make tools"}},
+		{"an image without the real node", []string{"dev", "--load-image=dist/pitstop-image.tar"}, []string{"--load-image", `"dist/pitstop-image.tar"`, "--real-node"}},
+		{"an image that is not there", []string{"dev", "--real-node", "--load-image=/nonexistent.tar"}, []string{"--load-image", `"/nonexistent.tar"`, "make image"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assertUsageLine(t, tc.args, tc.want...) })
 	}
