@@ -183,7 +183,7 @@ func startPitstop(t *testing.T) (client.Client, string) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{Tune: func(o *manager.Options) { o.DashboardAddr = addr }})
+	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) { o.DashboardAddr = addr }})
 	return c, "http://" + addr
 }
 

@@ -62,7 +62,9 @@ func TestMachineSetScalesLinksAndHeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{Tune: func(o *manager.Options) {
+	// As its ServiceAccount: the chart's machine-api and kwok-provider roles
+	// must grant what the controllers do here.
+	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) {
 		o.MachineAPI, o.MachineProviders = true, []string{"kwok"}
 	}})
 	testutil.Namespace(t, c, machineNS)

@@ -142,7 +142,8 @@ func startPitstop(t *testing.T, cluster *localcluster.Cluster, c client.Client) 
 	if err := install.CRDs(t.Context(), c, crds); err != nil {
 		t.Fatal(err)
 	}
-	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{Webhook: true})
+	// As its ServiceAccount: the chart's roles must grant what a drain does.
+	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{Webhook: true, AsServiceAccount: true})
 }
 
 // awaitBudgetsAllow waits until the disruption controller has computed

@@ -12,11 +12,9 @@ import (
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -49,20 +47,6 @@ func applyChart(t *testing.T) {
 	}
 }
 
-// serviceAccountConfig authenticates as the chart's ServiceAccount with a
-// token from the TokenRequest API, as a pod of the Deployment would.
-func serviceAccountConfig(t *testing.T) *rest.Config {
-	t.Helper()
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	tok, err := env.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), "pitstop", req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for ServiceAccount %s/pitstop: %v", namespace, err)
-	}
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = tok.Status.Token
-	return cfg
-}
-
 // TestTheChartGrantsWhatTheManagerNeeds applies the chart to a real API
 // server, then runs the manager authenticated as its ServiceAccount: with
 // exactly the RBAC the chart grants it takes the chart's leader Lease,
@@ -78,7 +62,7 @@ func TestTheChartGrantsWhatTheManagerNeeds(t *testing.T) {
 	opts.Webhook.Port = testutil.FreePort(t)
 	opts.Webhook.CertDir = t.TempDir()
 	opts.DashboardAddr = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	mgr, err := manager.New(t.Context(), serviceAccountConfig(t), opts, logr.Discard())
+	mgr, err := manager.New(t.Context(), testutil.ServiceAccountToken(t, env.Config), opts, logr.Discard())
 	if err != nil {
 		t.Fatalf("the manager as its ServiceAccount: %v", err)
 	}

@@ -32,6 +32,13 @@ type Options struct {
 	Webhook bool
 	// Medik8sCompat runs the medik8s compatibility controller.
 	Medik8sCompat bool
+	// AsServiceAccount runs the manager with a token of the Helm chart's
+	// ServiceAccount, holding exactly the RBAC the chart grants with every
+	// feature on, instead of as the cluster's admin: a permission the code
+	// needs and the chart lacks fails the test. With Webhook, the webhook
+	// configuration is created first, as the install would; the manager
+	// writes it but is not allowed to delete it.
+	AsServiceAccount bool
 	// Tune changes the manager's options last.
 	Tune func(*manager.Options)
 }
@@ -87,6 +94,17 @@ func StartManager(t testing.TB, cfg *rest.Config, c client.Client, o Options) *M
 	}
 	if o.Tune != nil {
 		o.Tune(&opts)
+	}
+	if o.AsServiceAccount {
+		cfg = testutil.ServiceAccountConfig(t, cfg, c)
+		if o.Webhook {
+			vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: opts.Webhook.ConfigName}}
+			if err := c.Create(ctx, vwc); err != nil && !apierrors.IsAlreadyExists(err) {
+				cancel()
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+		}
 	}
 	log, ended := Logger(t)
 	mgr, err := manager.New(ctx, cfg, opts, log)
