@@ -1,11 +1,16 @@
 package install
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +20,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,6 +115,17 @@ func TestTheChartGrantsWhatTheManagerNeeds(t *testing.T) {
 		}
 	}
 
+	// An upgrade applies the chart again: it must neither conflict with what
+	// pitstop wrote nor take it back.
+	applyChart(t)
+	again := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: "pitstop-webhook-cert"}, again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Data["ca.crt"], secret.Data["ca.crt"]) {
+		t.Error("applying the chart again changed the certificate pitstop wrote")
+	}
+
 	// The dashboard reads a node, its profiles and its Events.
 	testutil.Create(t, env.Client, testutil.Node("rbac-dashboard"))
 	awaitNodeReport(t, opts.DashboardAddr, "rbac-dashboard")
@@ -184,5 +201,79 @@ func awaitNodeReport(t *testing.T, addr, node string) {
 	})
 	if report.EventsError != "" {
 		t.Errorf("the dashboard cannot read Events as the ServiceAccount: %s", report.EventsError)
+	}
+}
+
+// TestWithCertManagerPitstopOnlyServesTheCertificate runs the manager as the
+// chart does with webhook.certManager.enabled (--webhook-manage-certificate
+// =false): it serves the tls.crt and tls.key it finds in its certificate
+// directory and leaves the webhook configuration and the Secret alone,
+// which cert-manager owns then.
+func TestWithCertManagerPitstopOnlyServesTheCertificate(t *testing.T) {
+	applyChart(t)
+	vwcBefore := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "pitstop-validating-webhook"}, vwcBefore); err != nil {
+		t.Fatal(err)
+	}
+	secretBefore := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: "pitstop-webhook-cert"}, secretBefore); err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("pitstop-webhook."+namespace+".svc", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := manager.DefaultOptions()
+	opts.MetricsAddr, opts.HealthAddr, opts.DashboardAddr = "0", "0", "0"
+	opts.LeaderElection = false
+	opts.LeaderElectionNamespace = namespace
+	opts.Webhook.Host = "127.0.0.1"
+	opts.Webhook.Port = testutil.FreePort(t)
+	opts.Webhook.CertDir = dir
+	opts.Webhook.ManageCertificate = false
+	mgr, err := manager.New(t.Context(), testutil.ServiceAccountToken(t, env.Config), opts, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	block, _ := pem.Decode(certPEM)
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", opts.Webhook.Port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test compares the certificate itself
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if got := conn.ConnectionState().PeerCertificates[0].Raw; !bytes.Equal(got, block.Bytes) {
+			return fmt.Errorf("the webhook serves another certificate than the one in its directory")
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // what would be written is written at start
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "pitstop-validating-webhook"}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: "pitstop-webhook-cert"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	if vwc.ResourceVersion != vwcBefore.ResourceVersion || secret.ResourceVersion != secretBefore.ResourceVersion {
+		t.Errorf("pitstop wrote what cert-manager owns: webhook configuration %s → %s, Secret %s → %s",
+			vwcBefore.ResourceVersion, vwc.ResourceVersion, secretBefore.ResourceVersion, secret.ResourceVersion)
 	}
 }

@@ -50,6 +50,18 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 					t.Errorf("a %s without its value", kind)
 				}
 			}
+			for role, aggregates := range map[string][]string{"pitstop-view": {"view", "edit", "admin"}, "pitstop-edit": {"edit", "admin"}} {
+				r := find(objs, "ClusterRole", "", role)
+				if r == nil {
+					t.Errorf("no ClusterRole %s", role)
+					continue
+				}
+				for _, to := range aggregates {
+					if r.GetLabels()["rbac.authorization.k8s.io/aggregate-to-"+to] != "true" {
+						t.Errorf("ClusterRole %s does not aggregate to %s", role, to)
+					}
+				}
+			}
 			if s := find(objs, "Service", namespace, "pitstop-dashboard"); s == nil || s.Object["spec"].(map[string]any)["type"] != "ClusterIP" {
 				t.Errorf("the dashboard's Service is not ClusterIP: %v", s)
 			}

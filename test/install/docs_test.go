@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,6 +61,7 @@ func TestInstallDocsOnARealNode(t *testing.T) {
 			t.Logf("helm install → Deployment rolled out: %.1fs", time.Since(helmStarted).Seconds())
 			assertPodOnTheRealNode(t, c)
 			assertWebhookReached(t, c)
+			assertAggregated(t, c)
 		case strings.HasPrefix(line, "kubectl delete -f config/samples/nodemaintenance.yaml"):
 			assertUncordoned(t, c, "worker-003")
 		case strings.HasPrefix(line, "helm uninstall"):
@@ -247,6 +249,30 @@ func assertWebhookReached(t *testing.T, c client.Client) {
 	err := c.Create(t.Context(), nm)
 	if err == nil || !strings.Contains(err.Error(), "node no-such-node does not exist") {
 		t.Errorf("creating a NodeMaintenance for a missing node: got %v, want the webhook's refusal", err)
+	}
+}
+
+// assertAggregated waits until the cluster's aggregation controller has
+// added the chart's pitstop-view and pitstop-edit rules to the built-in view
+// and edit roles.
+func assertAggregated(t *testing.T, c client.Client) {
+	t.Helper()
+	grants := func(role, verb string) bool {
+		r := &rbacv1.ClusterRole{}
+		if err := c.Get(t.Context(), client.ObjectKey{Name: role}, r); err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.APIGroups, pitstopv1alpha1.GroupVersion.Group) && slices.Contains(rule.Resources, "nodemaintenances") && slices.Contains(rule.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); !(grants("view", "list") && grants("edit", "create")); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the built-in roles do not grant pitstop's objects: view lists them %v, edit creates them %v", grants("view", "list"), grants("edit", "create"))
+		}
 	}
 }
 
