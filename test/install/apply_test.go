@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -53,6 +54,32 @@ func applyChart(t *testing.T) {
 	}
 }
 
+// startAsServiceAccount runs the manager with a token of the chart's
+// ServiceAccount until the test ends, and returns it with a channel closed
+// when its Start returns.
+func startAsServiceAccount(t *testing.T, opts manager.Options) (ctrl.Manager, <-chan struct{}) {
+	t.Helper()
+	mgr, err := manager.New(t.Context(), testutil.ServiceAccountToken(t, env.Config), opts, logr.Discard())
+	if err != nil {
+		t.Fatalf("the manager as its ServiceAccount: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	stopped := make(chan struct{})
+	var startErr error
+	go func() {
+		startErr = mgr.Start(ctx)
+		close(stopped)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		if startErr != nil {
+			t.Errorf("manager: %v", startErr)
+		}
+	})
+	return mgr, stopped
+}
+
 // TestTheChartGrantsWhatTheManagerNeeds applies the chart to a real API
 // server, then runs the manager authenticated as its ServiceAccount: with
 // exactly the RBAC the chart grants it takes the chart's leader Lease,
@@ -68,23 +95,11 @@ func TestTheChartGrantsWhatTheManagerNeeds(t *testing.T) {
 	opts.Webhook.Port = testutil.FreePort(t)
 	opts.Webhook.CertDir = t.TempDir()
 	opts.DashboardAddr = fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	mgr, err := manager.New(t.Context(), testutil.ServiceAccountToken(t, env.Config), opts, logr.Discard())
-	if err != nil {
-		t.Fatalf("the manager as its ServiceAccount: %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	mgr, done := startAsServiceAccount(t, opts)
 	select {
 	case <-mgr.Elected():
-	case err := <-done:
-		t.Fatalf("manager stopped before it was elected: %v", err)
+	case <-done:
+		t.Fatal("the manager stopped before it was elected")
 	case <-time.After(20 * time.Second):
 		t.Fatal("the manager, running as its ServiceAccount, did not win the leader election")
 	}
@@ -237,19 +252,7 @@ func TestWithCertManagerPitstopOnlyServesTheCertificate(t *testing.T) {
 	opts.Webhook.Port = testutil.FreePort(t)
 	opts.Webhook.CertDir = dir
 	opts.Webhook.ManageCertificate = false
-	mgr, err := manager.New(t.Context(), testutil.ServiceAccountToken(t, env.Config), opts, logr.Discard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	startAsServiceAccount(t, opts)
 
 	block, _ := pem.Decode(certPEM)
 	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
