@@ -88,7 +88,8 @@ bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures
 	go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 120m -v ./test/bench/... -args $(BENCHFLAGS)
 
 .PHONY: release
-release: tools ## Write dist/pitstop.yaml, the one-file install (kubectl apply --server-side -f), rendered from charts/pitstop with its default values.
+release: ## Write dist/pitstop.yaml, the one-file install (kubectl apply --server-side -f), rendered from charts/pitstop with its default values (builds bin/helm if missing).
+	@hack/build-tools.sh helm
 	@hack/release.sh
 
 .PHONY: clean

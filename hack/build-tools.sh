@@ -24,6 +24,11 @@ kube_ldflags="-X k8s.io/component-base/version.gitVersion=$kube \
  -X k8s.io/component-base/version.gitCommit=0000000000000000000000000000000000000000 \
  -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
 
+# want NAME says whether NAME was asked for: every tool when the script has
+# no arguments, else only those it names (`hack/build-tools.sh helm`).
+want() { (($# == 1)) && { ((${#only[@]} == 0)) || [[ " ${only[*]} " == *" $1 "* ]]; }; }
+only=("$@")
+
 # current NAME STAMP says whether bin/NAME exists and was built as STAMP.
 current() { [[ -x "$bin/$1" && -f "$bin/.$1.version" && "$(cat "$bin/.$1.version")" == "$2" ]]; }
 # stamp NAME STAMP records what bin/NAME was built as.
@@ -35,7 +40,7 @@ stamp() { echo "$2" > "$bin/.$1.version"; }
 kube_pkgs=()
 kube_names=()
 for name in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy; do
-  if ! current "$name" "k8s.io/kubernetes@$kube"; then
+  if want "$name" && ! current "$name" "k8s.io/kubernetes@$kube"; then
     kube_pkgs+=("k8s.io/kubernetes/cmd/$name")
     kube_names+=("$name")
   fi
@@ -49,6 +54,7 @@ fi
 # build NAME MODULE PACKAGE builds one binary unless it is current.
 build() {
   local name=$1 module=$2 pkg=$3 v
+  want "$name" || return 0
   v=$(version "$module")
   current "$name" "$module@$v" && return 0
   echo "building $name $v"
@@ -62,7 +68,7 @@ build controller-gen sigs.k8s.io/controller-tools sigs.k8s.io/controller-tools/c
 # helm lives in a module of its own (hack/helm): it needs newer Kubernetes
 # libraries than the control plane above.
 helm_v=$(cd "$root/hack/helm" && go list -m -f '{{.Version}}' helm.sh/helm/v3)
-if ! current helm "helm.sh/helm/v3@$helm_v"; then
+if want helm && ! current helm "helm.sh/helm/v3@$helm_v"; then
   echo "building helm $helm_v (cold: about 2 minutes)"
   (cd "$root/hack/helm" && go build -ldflags "-X helm.sh/helm/v3/internal/version.version=$helm_v" -o "$bin/helm" helm.sh/helm/v3/cmd/helm)
   stamp helm "helm.sh/helm/v3@$helm_v"
@@ -71,6 +77,7 @@ fi
 # kwok refuses to start without stages. They ship in the kwok module: a node
 # becomes Ready and keeps its lease, pods become Running, complete, and are
 # finalized when deleted. kwok wants them as one multi-document file.
+want kwok || exit 0
 kwok_dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 stages_stamp="sigs.k8s.io/kwok@$(version sigs.k8s.io/kwok)"
 if ! [[ -f "$bin/kwok-stages.yaml" && -f "$bin/.kwok-stages.yaml.version" && "$(cat "$bin/.kwok-stages.yaml.version")" == "$stages_stamp" ]]; then
