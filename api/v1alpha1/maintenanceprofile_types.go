@@ -390,7 +390,12 @@ type SlackThreadNotification struct {
 	// message opens a new one.
 	Period metav1.Duration `json:"period"`
 	// LeaseName names the Lease, in pitstop's namespace, holding the
-	// thread; default pitstop-slack-<profile>-<notification>.
+	// thread; default pitstop-slack-<profile>-<notification>. It must start
+	// with pitstop-slack-, so that it can never name the leader election's
+	// Lease or a budget's slot; and pitstop only takes over a Lease that a
+	// slackThread notification created.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^pitstop-slack-[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional
 	LeaseName string `json:"leaseName,omitempty"`
 }

@@ -19,6 +19,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -348,5 +349,54 @@ func TestMailRefusesAServerWithoutTLS(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "sending mail through "+srv.addr) {
 		t.Errorf("error %q does not name the server", err)
+	}
+}
+
+// TestSlackThreadLeavesOtherLeasesAlone names, as a slackThread's
+// leaseName, a Lease the sender did not create (as the leader election's or
+// a budget slot's would be): the sender refuses it, says why, and neither
+// posts nor changes the Lease. The API server refuses such names outside
+// pitstop-slack-* in the first place.
+func TestSlackThreadLeavesOtherLeasesAlone(t *testing.T) {
+	rec := &recorder{}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	s := sender(t, map[string]string{"token": "xoxb-test-token"})
+	s.SlackAPIURL = srv.URL + "/api/"
+	foreign := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: "pitstop-slack-taken"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("replica-a"), LeaseDurationSeconds: ptr.To[int32](15)},
+	}
+	testutil.Create(t, env.Client, foreign)
+	inst := pitstopv1alpha1.NotificationInstance{Name: "ops", SlackThread: &pitstopv1alpha1.SlackThreadNotification{
+		Token: ref("token"), Channel: "C0123", Title: "t", Message: "m", Period: metav1.Duration{Duration: time.Hour}, LeaseName: "pitstop-slack-taken"}}
+	err := s.Send(t.Context(), message(t, inst))
+	if !errors.Is(err, ErrForeignLease) || !strings.Contains(err.Error(), "pitstop-slack-taken") {
+		t.Fatalf("Send: got %v, want a refusal naming the Lease", err)
+	}
+	if n := len(rec.all()); n != 0 {
+		t.Errorf("%d calls to Slack, want none", n)
+	}
+	got := &coordinationv1.Lease{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(foreign), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != foreign.ResourceVersion {
+		t.Errorf("the sender changed a Lease it did not create: %+v", got)
+	}
+
+	for _, name := range []string{"pitstop-manager", "pitstop-budget-x", "pitstop-slack-"} {
+		profile := &pitstopv1alpha1.MaintenanceProfile{
+			ObjectMeta: metav1.ObjectMeta{Name: "lease-" + strings.TrimSuffix(name, "-")},
+			Spec: pitstopv1alpha1.MaintenanceProfileSpec{Notifications: []pitstopv1alpha1.NotificationInstance{{
+				Name: "ops", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+				SlackThread: &pitstopv1alpha1.SlackThreadNotification{Token: ref("token"), Channel: "C0123", Title: "t", Message: "m",
+					Period: metav1.Duration{Duration: time.Hour}, LeaseName: name}}}},
+		}
+		err := env.Client.Create(t.Context(), profile)
+		if err == nil || !strings.Contains(err.Error(), "leaseName") {
+			t.Errorf("a profile whose slackThread.leaseName is %q: got %v, want the API server's refusal naming leaseName", name, err)
+			_ = env.Client.Delete(t.Context(), profile)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,6 +23,26 @@ const (
 	AnnotationSlackChannel = "pitstop.dev/slack-channel"
 	AnnotationSlackThread  = "pitstop.dev/slack-thread-ts"
 )
+
+// LabelSlackThread marks the Leases that slackThread notifications create:
+// the only Leases the sender writes.
+const LabelSlackThread = "pitstop.dev/slack-thread"
+
+// ErrForeignLease says that a slackThread notification's Lease name belongs
+// to a Lease the sender did not create, which it leaves alone.
+var ErrForeignLease = errors.New("refusing to take over a Lease")
+
+// isThreadLease says whether a slackThread notification created the Lease:
+// it carries LabelSlackThread, or, made before that label, the thread's
+// annotations.
+func isThreadLease(lease *coordinationv1.Lease) bool {
+	if lease.Labels[LabelSlackThread] == "true" {
+		return true
+	}
+	_, channel := lease.Annotations[AnnotationSlackChannel]
+	_, thread := lease.Annotations[AnnotationSlackThread]
+	return channel && thread
+}
 
 // ThreadLeaseName is the Lease that holds a slackThread notification's
 // thread: the instance's leaseName, else pitstop-slack-<profile>-<name>.
@@ -52,6 +73,9 @@ func (s *Sender) slackThread(ctx context.Context, m Message, spec *pitstopv1alph
 		return fmt.Errorf("reading Lease %s/%s: %w", s.Namespace, name, err)
 	}
 	exists := err == nil
+	if exists && !isThreadLease(lease) {
+		return fmt.Errorf("%w: Lease %s/%s was not made by a slackThread notification (spec.notifications[].slackThread.leaseName names another Lease)", ErrForeignLease, s.Namespace, name)
+	}
 	now := time.Now()
 	ts := lease.Annotations[AnnotationSlackThread]
 	open := exists && ts != "" && lease.Annotations[AnnotationSlackChannel] == spec.Channel &&
@@ -62,6 +86,10 @@ func (s *Sender) slackThread(ctx context.Context, m Message, spec *pitstopv1alph
 			return fmt.Errorf("opening a Slack thread in %s: %w", spec.Channel, err)
 		}
 		lease.Name, lease.Namespace = name, s.Namespace
+		if lease.Labels == nil {
+			lease.Labels = map[string]string{}
+		}
+		lease.Labels[LabelSlackThread] = "true"
 		if lease.Annotations == nil {
 			lease.Annotations = map[string]string{}
 		}
