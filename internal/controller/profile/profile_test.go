@@ -359,10 +359,17 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 		{"unknown notification", func(p *pitstopv1alpha1.MaintenanceProfile) {
 			p.Spec.States.InMaintenance.Notify = []string{"pager"}
 		}, []string{"spec.states.inMaintenance.notify[0]", `unknown notification "pager"`}},
+		{"trigger writing pitstop's cordon record", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "forget", AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: "pitstop.dev/cordoned-before", Remove: true}})
+		}, []string{"MaintenanceProfile refused-own-key", "spec.triggers[", "(forget): alterAnnotation.key", "pitstop's own records"}},
+		{"trigger writing a label value no node can hold", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "stamp", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: "rebooted", Value: ptr.To("at 02:00")}})
+		}, []string{"MaintenanceProfile refused-label-value", "(stamp): alterLabel.value", "at 02:00"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name := map[string]string{"unknown check in an expression": "refused-expr", "unknown trigger": "refused-trigger", "unknown time zone": "refused-tz",
-				"template naming a field that does not exist": "refused-template", "unknown notification": "refused-notify"}[tc.name]
+				"template naming a field that does not exist": "refused-template", "unknown notification": "refused-notify",
+				"trigger writing pitstop's cordon record": "refused-own-key", "trigger writing a label value no node can hold": "refused-label-value"}[tc.name]
 			p := rollingProfile(name, name, 1)
 			tc.edit(p)
 			err := env.Client.Create(t.Context(), p)

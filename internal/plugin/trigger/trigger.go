@@ -13,11 +13,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -47,14 +49,27 @@ type Trigger interface {
 	Run(ctx context.Context, c Context) (done bool, status string, err error)
 }
 
-// New builds the configured plugin.
+// New builds the configured plugin. It refuses a key or value the API
+// server would refuse on the node (the one patch that carries every
+// profile's writes would fail for all of them), and a key in pitstop's own
+// domain, which holds the records pitstop's safety rests on (the cordon
+// record, the state).
 func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
 	switch {
 	case inst.AlterLabel != nil:
+		if err := validateAlter("alterLabel", *inst.AlterLabel, validation.IsValidLabelValue); err != nil {
+			return nil, err
+		}
 		return alter{kind: "label", spec: *inst.AlterLabel}, nil
 	case inst.AlterAnnotation != nil:
+		if err := validateAlter("alterAnnotation", *inst.AlterAnnotation, nil); err != nil {
+			return nil, err
+		}
 		return alter{kind: "annotation", spec: *inst.AlterAnnotation}, nil
 	case inst.AlterFinalizer != nil:
+		if err := validateKey("alterFinalizer.key", inst.AlterFinalizer.Key); err != nil {
+			return nil, err
+		}
 		return finalizer{spec: *inst.AlterFinalizer}, nil
 	case inst.Drain != nil:
 		return drainTrigger{spec: *inst.Drain}, nil
@@ -62,6 +77,34 @@ func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
 		return restoreTrigger{}, nil
 	}
 	return nil, fmt.Errorf("trigger %s: no plugin set", inst.Name)
+}
+
+// validateAlter checks an alterLabel or alterAnnotation: its key, and its
+// value with validValue (nil: any value).
+func validateAlter(field string, spec pitstopv1alpha1.AlterTrigger, validValue func(string) []string) error {
+	if err := validateKey(field+".key", spec.Key); err != nil {
+		return err
+	}
+	if spec.Remove || spec.Value == nil || validValue == nil {
+		return nil
+	}
+	if errs := validValue(*spec.Value); len(errs) > 0 {
+		return fmt.Errorf("%s.value %q: %s", field, *spec.Value, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// validateKey refuses a key the API server would refuse on a node, and
+// pitstop's own keys.
+func validateKey(field, key string) error {
+	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		return fmt.Errorf("%s %q: %s", field, key, strings.Join(errs, "; "))
+	}
+	domain, _, hasDomain := strings.Cut(key, "/")
+	if hasDomain && (domain == pitstopv1alpha1.GroupVersion.Group || strings.HasSuffix(domain, "."+pitstopv1alpha1.GroupVersion.Group)) {
+		return fmt.Errorf("%s %q: keys of %s are pitstop's own records (the cordon, the state), which no trigger may write", field, key, domain)
+	}
+	return nil
 }
 
 // alter sets or removes a label or annotation.
