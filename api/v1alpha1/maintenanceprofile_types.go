@@ -110,7 +110,12 @@ type MaxMaintenanceCheck struct {
 
 // StaggerCheck spaces maintenances out in time.
 type StaggerCheck struct {
-	// Duration each slot stays taken after a node enters maintenance.
+	// Duration each slot stays taken after a node enters maintenance, at
+	// least 1s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
 	Duration metav1.Duration `json:"duration"`
 	// Parallel is how many slots there are.
 	// +kubebuilder:default=1
@@ -148,11 +153,21 @@ type Weekday string
 
 // WaitCheck passes once the node has been in its state for Duration.
 type WaitCheck struct {
+	// Duration is a Go duration ("20m", "1h30m").
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be at least 0s"
 	Duration metav1.Duration `json:"duration"`
 }
 
 // WaitExcludeCheck is WaitCheck with time not counted on Exclude days.
 type WaitExcludeCheck struct {
+	// Duration is a Go duration ("20m", "1h30m").
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be at least 0s"
 	Duration metav1.Duration `json:"duration"`
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=6
@@ -325,12 +340,21 @@ type NotificationSchedule struct {
 type OneshotSchedule struct {
 	// Delay waits this long after the entry; if the node has left the state
 	// by then, nothing is sent.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be at least 0s"
 	// +optional
 	Delay metav1.Duration `json:"delay,omitempty"`
 }
 
 // PeriodicSchedule repeats while the node stays in the state.
 type PeriodicSchedule struct {
+	// Interval between two messages, at least 1s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
 	Interval metav1.Duration `json:"interval"`
 }
 
@@ -387,7 +411,11 @@ type SlackThreadNotification struct {
 	// +kubebuilder:validation:MinLength=1
 	Message string `json:"message"`
 	// Period is how long one thread collects replies before the next
-	// message opens a new one.
+	// message opens a new one, at least 1s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
 	Period metav1.Duration `json:"period"`
 	// LeaseName names the Lease, in pitstop's namespace, holding the
 	// thread; default pitstop-slack-<profile>-<notification>. It must start

@@ -33,19 +33,30 @@ const (
 // `kubectl drain --ignore-daemonsets --delete-emptydir-data`.
 type DrainSpec struct {
 	// Timeout bounds the whole drain. Unset means the drain waits as long as
-	// it takes.
+	// it takes. A Go duration ("30m", "1h30m"), at least 1s: a zero timeout
+	// would give up (or force-delete every pod) on the drain's first pass.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// PodEvictionRetryInterval is how long to wait before asking again for an
-	// eviction that a PodDisruptionBudget refused.
+	// eviction that a PodDisruptionBudget refused: from 1s (shorter is a hot
+	// loop against the API server) to 1h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be from 1s to 1h"
 	// +kubebuilder:default="5s"
 	// +optional
 	PodEvictionRetryInterval *metav1.Duration `json:"podEvictionRetryInterval,omitempty"`
 
 	// GracePeriodSeconds overrides each pod's own termination grace period.
-	// Unset means each pod's own.
-	// +kubebuilder:validation:Minimum=0
+	// Unset means each pod's own. At least 1: 0 would kill pods without
+	// letting them stop.
+	// +kubebuilder:validation:Minimum=1
 	// +optional
 	GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -73,6 +74,66 @@ func TestNodeMaintenanceRefusals(t *testing.T) {
 			err := env.Client.Create(t.Context(), nm)
 			if err == nil || !strings.Contains(err.Error(), tc.field) {
 				t.Fatalf("got %v, want a refusal naming %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// TestDurationsAreCheckedByTheAPIServer sends durations as a person types
+// them: the API server itself refuses one that does not parse or is out of
+// bounds, naming the field, so no such object reaches pitstop's cache.
+func TestDurationsAreCheckedByTheAPIServer(t *testing.T) {
+	nm := func(drain map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "pitstop.dev/v1alpha1", "kind": "NodeMaintenance",
+			"metadata": map[string]any{"generateName": "durations-"},
+			"spec":     map[string]any{"nodeName": "worker-1", "drain": drain},
+		}}
+	}
+	profile := func(spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "pitstop.dev/v1alpha1", "kind": "MaintenanceProfile",
+			"metadata": map[string]any{"generateName": "durations-"},
+			"spec":     spec,
+		}}
+	}
+	check := func(c map[string]any) map[string]any {
+		return map[string]any{"checks": []any{c}}
+	}
+	notification := func(n map[string]any) map[string]any {
+		n["name"] = "n"
+		return map[string]any{"notifications": []any{n}}
+	}
+	hook := map[string]any{"url": map[string]any{"name": "s", "key": "k"}, "message": "m"}
+	for _, tc := range []struct {
+		name string
+		obj  *unstructured.Unstructured
+		want string // "" when accepted
+	}{
+		{"a drain timeout in words", nm(map[string]any{"timeout": "1 hour"}), "spec.drain.timeout"},
+		{"a zero drain timeout", nm(map[string]any{"timeout": "0s"}), `spec.drain.timeout: Invalid value: "0s": must be at least 1s`},
+		{"a retry interval of a millisecond", nm(map[string]any{"podEvictionRetryInterval": "1ms"}), "spec.drain.podEvictionRetryInterval"},
+		{"a retry interval of a day", nm(map[string]any{"podEvictionRetryInterval": "24h"}), "must be from 1s to 1h"},
+		{"a zero grace period", nm(map[string]any{"gracePeriodSeconds": int64(0)}), "spec.drain.gracePeriodSeconds"},
+		{"a negative timeout", nm(map[string]any{"timeout": "-5m"}), "spec.drain.timeout"},
+		{"a timeout of 1h30m", nm(map[string]any{"timeout": "1h30m", "podEvictionRetryInterval": "2.5s", "gracePeriodSeconds": int64(1)}), ""},
+		{"a wait that is not a duration", profile(check(map[string]any{"name": "w", "wait": map[string]any{"duration": "soon"}})), "spec.checks[0].wait.duration"},
+		{"a stagger of no time", profile(check(map[string]any{"name": "s", "stagger": map[string]any{"duration": "0s"}})), "spec.checks[0].stagger.duration"},
+		{"a periodic notification every millisecond", profile(notification(map[string]any{"webhook": hook, "schedule": map[string]any{"periodic": map[string]any{"interval": "1ms"}}})), "spec.notifications[0].schedule.periodic.interval"},
+		{"a zero wait", profile(check(map[string]any{"name": "w", "wait": map[string]any{"duration": "0s"}})), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := env.Client.Create(t.Context(), tc.obj)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("got %v, want it accepted", err)
+				}
+				_ = env.Client.Delete(t.Context(), tc.obj)
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				_ = env.Client.Delete(t.Context(), tc.obj)
+				t.Fatalf("got %v, want a refusal containing %q", err, tc.want)
 			}
 		})
 	}
