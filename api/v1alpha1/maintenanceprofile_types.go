@@ -115,8 +115,8 @@ type StaggerCheck struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
-	Duration metav1.Duration `json:"duration"`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	Duration Duration `json:"duration"`
 	// Parallel is how many slots there are.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
@@ -157,8 +157,8 @@ type WaitCheck struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be at least 0s"
-	Duration metav1.Duration `json:"duration"`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('0s')",message="must be at least 0s"
+	Duration Duration `json:"duration"`
 }
 
 // WaitExcludeCheck is WaitCheck with time not counted on Exclude days.
@@ -167,8 +167,8 @@ type WaitExcludeCheck struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be at least 0s"
-	Duration metav1.Duration `json:"duration"`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('0s')",message="must be at least 0s"
+	Duration Duration `json:"duration"`
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=6
 	Exclude []Weekday `json:"exclude"`
@@ -343,9 +343,9 @@ type OneshotSchedule struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must be at least 0s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('0s')",message="must be at least 0s"
 	// +optional
-	Delay metav1.Duration `json:"delay,omitempty"`
+	Delay Duration `json:"delay,omitempty"`
 }
 
 // PeriodicSchedule repeats while the node stays in the state.
@@ -354,8 +354,8 @@ type PeriodicSchedule struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
-	Interval metav1.Duration `json:"interval"`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	Interval Duration `json:"interval"`
 }
 
 // ScheduledSchedule sends at a time of day.
@@ -415,8 +415,8 @@ type SlackThreadNotification struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
-	Period metav1.Duration `json:"period"`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	Period Duration `json:"period"`
 	// LeaseName names the Lease, in pitstop's namespace, holding the
 	// thread; default pitstop-slack-<profile>-<notification>. It must start
 	// with pitstop-slack-, so that it can never name the leader election's

@@ -38,9 +38,9 @@ type DrainSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="must be at least 1s"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
 	// +optional
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 
 	// PodEvictionRetryInterval is how long to wait before asking again for an
 	// eviction that a PodDisruptionBudget refused: from 1s (shorter is a hot
@@ -48,10 +48,10 @@ type DrainSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be from 1s to 1h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="must be from 1s to 1h"
 	// +kubebuilder:default="5s"
 	// +optional
-	PodEvictionRetryInterval *metav1.Duration `json:"podEvictionRetryInterval,omitempty"`
+	PodEvictionRetryInterval *Duration `json:"podEvictionRetryInterval,omitempty"`
 
 	// GracePeriodSeconds overrides each pod's own termination grace period.
 	// Unset means each pod's own. At least 1: 0 would kill pods without

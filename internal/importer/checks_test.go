@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -51,7 +50,7 @@ func TestParseExpr(t *testing.T) {
 // TestCheckConversion converts one check instance per case and compares
 // the check the profile gets.
 func TestCheckConversion(t *testing.T) {
-	duration := func(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+	duration := func(d time.Duration) pitstopv1alpha1.Duration { return pitstopv1alpha1.Duration{Duration: d} }
 	tests := []struct {
 		name   string
 		typ    string

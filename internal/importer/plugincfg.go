@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -124,16 +123,16 @@ func (p *pluginConfig) boolean(key string) bool {
 }
 
 // duration reads a Go duration ("90m", "1h30m").
-func (p *pluginConfig) duration(key string, required bool) metav1.Duration {
+func (p *pluginConfig) duration(key string, required bool) pitstopv1alpha1.Duration {
 	s := p.str(key, required)
 	if s == "" {
-		return metav1.Duration{}
+		return pitstopv1alpha1.Duration{}
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		p.errorf(key, "%q is not a duration such as 90m or 1h30m", s)
 	}
-	return metav1.Duration{Duration: d}
+	return pitstopv1alpha1.Duration{Duration: d}
 }
 
 // clock reads "hh:mm" as the seed's time.Parse("15:04") does (so "9:00"

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -20,9 +18,9 @@ func TestSchedules(t *testing.T) {
 	since := time.Date(2026, 11, 18, 10, 0, 0, 0, time.UTC)
 	never := time.Time{}
 	oneshot := func(d time.Duration) pitstopv1alpha1.NotificationSchedule {
-		return pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{Delay: metav1.Duration{Duration: d}}}
+		return pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{Delay: pitstopv1alpha1.Duration{Duration: d}}}
 	}
-	periodic := pitstopv1alpha1.NotificationSchedule{Periodic: &pitstopv1alpha1.PeriodicSchedule{Interval: metav1.Duration{Duration: time.Hour}}}
+	periodic := pitstopv1alpha1.NotificationSchedule{Periodic: &pitstopv1alpha1.PeriodicSchedule{Interval: pitstopv1alpha1.Duration{Duration: time.Hour}}}
 	daily9 := pitstopv1alpha1.NotificationSchedule{Scheduled: &pitstopv1alpha1.ScheduledSchedule{At: "09:00", TimeZone: "Europe/Berlin"}}
 	weekdays := pitstopv1alpha1.NotificationSchedule{Scheduled: &pitstopv1alpha1.ScheduledSchedule{At: "09:00", Weekdays: []pitstopv1alpha1.Weekday{"Mon", "Fri"}}}
 

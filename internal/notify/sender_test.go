@@ -141,7 +141,7 @@ func TestSlackThreadGroupsRepliesPerPeriod(t *testing.T) {
 	s.SlackAPIURL = srv.URL + "/api/"
 	inst := pitstopv1alpha1.NotificationInstance{Name: "ops_thread", SlackThread: &pitstopv1alpha1.SlackThreadNotification{
 		Token: ref("token"), Channel: "C0123", Title: "Maintenance of profile {{ .Profile.Current }}",
-		Message: "{{ .Node.Name }}: {{ .State }}", Period: metav1.Duration{Duration: 2 * time.Second}}}
+		Message: "{{ .Node.Name }}: {{ .State }}", Period: pitstopv1alpha1.Duration{Duration: 2 * time.Second}}}
 	m := message(t, inst)
 	for range 3 {
 		if err := s.Send(t.Context(), m); err != nil {
@@ -369,7 +369,7 @@ func TestSlackThreadLeavesOtherLeasesAlone(t *testing.T) {
 	}
 	testutil.Create(t, env.Client, foreign)
 	inst := pitstopv1alpha1.NotificationInstance{Name: "ops", SlackThread: &pitstopv1alpha1.SlackThreadNotification{
-		Token: ref("token"), Channel: "C0123", Title: "t", Message: "m", Period: metav1.Duration{Duration: time.Hour}, LeaseName: "pitstop-slack-taken"}}
+		Token: ref("token"), Channel: "C0123", Title: "t", Message: "m", Period: pitstopv1alpha1.Duration{Duration: time.Hour}, LeaseName: "pitstop-slack-taken"}}
 	err := s.Send(t.Context(), message(t, inst))
 	if !errors.Is(err, ErrForeignLease) || !strings.Contains(err.Error(), "pitstop-slack-taken") {
 		t.Fatalf("Send: got %v, want a refusal naming the Lease", err)
@@ -391,7 +391,7 @@ func TestSlackThreadLeavesOtherLeasesAlone(t *testing.T) {
 			Spec: pitstopv1alpha1.MaintenanceProfileSpec{Notifications: []pitstopv1alpha1.NotificationInstance{{
 				Name: "ops", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
 				SlackThread: &pitstopv1alpha1.SlackThreadNotification{Token: ref("token"), Channel: "C0123", Title: "t", Message: "m",
-					Period: metav1.Duration{Duration: time.Hour}, LeaseName: name}}}},
+					Period: pitstopv1alpha1.Duration{Duration: time.Hour}, LeaseName: name}}}},
 		}
 		err := env.Client.Create(t.Context(), profile)
 		if err == nil || !strings.Contains(err.Error(), "leaseName") {

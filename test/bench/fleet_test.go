@@ -282,7 +282,7 @@ func fleetProfileFor(budget int) *pitstopv1alpha1.MaintenanceProfile {
 			Checks: []pitstopv1alpha1.CheckInstance{
 				{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: fleetAnnotation}},
 				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: int32(budget), ProfileScoped: true}},
-				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: metav1.Duration{Duration: *fleetMaintenance}}},
+				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: pitstopv1alpha1.Duration{Duration: *fleetMaintenance}}},
 			},
 			Triggers: []pitstopv1alpha1.TriggerInstance{
 				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -299,4 +300,16 @@ func newlyDeleted(r drain.Result) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// reconcileSpec stops at a spec that cannot be read as written: a duration
+// that does not parse, stored before the CRD's validation refused it. The
+// node is left alone; an update of the spec wakes the reconcile again.
+func reconcileSpec(_ context.Context, s *snapshot) (time.Duration, bool, error) {
+	errs := s.nm.Spec.Drain.DurationErrors(field.NewPath("spec", "drain"))
+	if len(errs) == 0 {
+		return 0, false, nil
+	}
+	setCondition(s.nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonInvalidSpec, errs.ToAggregate().Error())
+	return 0, true, nil
 }

@@ -23,7 +23,9 @@ func TestDrainAges(t *testing.T) {
 		return func(nm *pitstopv1alpha1.NodeMaintenance) { nm.Status.StartTime = &metav1.Time{Time: now.Add(-ago)} }
 	}
 	timeout := func(d time.Duration) edit {
-		return func(nm *pitstopv1alpha1.NodeMaintenance) { nm.Spec.Drain.Timeout = &metav1.Duration{Duration: d} }
+		return func(nm *pitstopv1alpha1.NodeMaintenance) {
+			nm.Spec.Drain.Timeout = &pitstopv1alpha1.Duration{Duration: d}
+		}
 	}
 	drained := func(ok bool, reason string) edit {
 		return func(nm *pitstopv1alpha1.NodeMaintenance) { setCondition(nm, ConditionDrained, ok, reason, reason) }

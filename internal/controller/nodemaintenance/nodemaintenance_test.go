@@ -116,7 +116,7 @@ func TestBlockedByPodDisruptionBudgetThenAllowed(t *testing.T) {
 	budget := pdb(t, ns, "web", 0)
 
 	nm := nodeMaintenance("budget", "budget-1", func(nm *pitstopv1alpha1.NodeMaintenance) {
-		nm.Spec.Drain.PodEvictionRetryInterval = &metav1.Duration{Duration: time.Hour}
+		nm.Spec.Drain.PodEvictionRetryInterval = &pitstopv1alpha1.Duration{Duration: time.Hour}
 	})
 	create(t, nm)
 	got := awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, 10*time.Second)
@@ -180,7 +180,7 @@ func TestTimeoutFails(t *testing.T) {
 	pdb(t, ns, "web", 0)
 
 	nm := nodeMaintenance("timeout-fail", "timeout-fail-1", func(nm *pitstopv1alpha1.NodeMaintenance) {
-		nm.Spec.Drain.Timeout = &metav1.Duration{Duration: 2 * time.Second}
+		nm.Spec.Drain.Timeout = &pitstopv1alpha1.Duration{Duration: 2 * time.Second}
 	})
 	create(t, nm)
 	got := awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonDrainTimedOut, 15*time.Second)
@@ -207,7 +207,7 @@ func TestTimeoutForceDeletes(t *testing.T) {
 	pdb(t, ns, "web", 0)
 
 	nm := nodeMaintenance("timeout-force", "timeout-force-1", func(nm *pitstopv1alpha1.NodeMaintenance) {
-		nm.Spec.Drain.Timeout = &metav1.Duration{Duration: 2 * time.Second}
+		nm.Spec.Drain.Timeout = &pitstopv1alpha1.Duration{Duration: 2 * time.Second}
 		nm.Spec.Drain.OnTimeout = pitstopv1alpha1.DrainTimeoutForceDelete
 	})
 	create(t, nm)

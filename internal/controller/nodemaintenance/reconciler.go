@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := nm.DeepCopy()
 	var requeue time.Duration
-	for _, run := range []step{r.reconcileOwnership, r.reconcileNode, r.reconcileCordon, r.reconcileDrain} {
+	for _, run := range []step{reconcileSpec, r.reconcileOwnership, r.reconcileNode, r.reconcileCordon, r.reconcileDrain} {
 		after, stop, stepErr := run(ctx, s)
 		requeue = shortest(requeue, after)
 		if stepErr != nil {

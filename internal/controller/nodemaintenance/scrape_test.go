@@ -61,7 +61,7 @@ func TestDrainGaugesAreReadFromTheObjectsAtScrapeTime(t *testing.T) {
 			nm.Labels = map[string]string{"test": "drain-gauges"}
 			nm.Finalizers = []string{"test.pitstop.dev/hold"}
 			if s.timeout > 0 {
-				nm.Spec.Drain.Timeout = &metav1.Duration{Duration: s.timeout}
+				nm.Spec.Drain.Timeout = &pitstopv1alpha1.Duration{Duration: s.timeout}
 			}
 		})
 		create(t, nm)

@@ -85,6 +85,9 @@ func (v *validator) ValidateUpdate(_ context.Context, _, nm *pitstopv1alpha1.Nod
 // validateSpec checks what the CRD's schema cannot: that skipPodsSelector
 // is a selector.
 func validateSpec(nm *pitstopv1alpha1.NodeMaintenance) error {
+	if errs := nm.Spec.Drain.DurationErrors(field.NewPath("spec", "drain")); len(errs) > 0 {
+		return apierrors.NewInvalid(pitstopv1alpha1.GroupVersion.WithKind("NodeMaintenance").GroupKind(), nm.Name, errs)
+	}
 	if sel := nm.Spec.Drain.SkipPodsSelector; sel != nil {
 		if _, err := metav1.LabelSelectorAsSelector(sel); err != nil {
 			return apierrors.NewInvalid(pitstopv1alpha1.GroupVersion.WithKind("NodeMaintenance").GroupKind(), nm.Name,

@@ -25,6 +25,9 @@ type compiled struct {
 
 // compile builds a profile, reporting every problem with its field path.
 func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled, error) {
+	if errs := p.Spec.DurationErrors(); len(errs) > 0 {
+		return nil, fmt.Errorf("MaintenanceProfile %s: %w", p.Name, errs.ToAggregate())
+	}
 	ep, err := engine.Compile(p)
 	if err != nil {
 		return nil, err

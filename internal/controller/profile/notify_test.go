@@ -82,7 +82,7 @@ func TestNotificationsFollowTheirSchedulesAcrossRestarts(t *testing.T) {
 	}
 	p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{
 		hook("entered", "entered", pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}),
-		hook("reminder", "reminder", pitstopv1alpha1.NotificationSchedule{Periodic: &pitstopv1alpha1.PeriodicSchedule{Interval: metav1.Duration{Duration: 2 * time.Second}}}),
+		hook("reminder", "reminder", pitstopv1alpha1.NotificationSchedule{Periodic: &pitstopv1alpha1.PeriodicSchedule{Interval: pitstopv1alpha1.Duration{Duration: 2 * time.Second}}}),
 		hook("broken", "broken", pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}),
 	}
 	p.Spec.States.MaintenanceRequired.Notify = []string{"entered", "reminder", "broken"}

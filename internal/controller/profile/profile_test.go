@@ -683,7 +683,7 @@ func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 // its maintenance ends and the finalizer is removed on the way out.
 func TestFinalizerHoldsANodeInMaintenance(t *testing.T) {
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
-	const hold = "pitstop.dev/test-hold"
+	const hold = "example.com/test-hold"
 	p := rollingProfile("holder", "holder", 1)
 	p.Spec.Triggers = append(p.Spec.Triggers,
 		pitstopv1alpha1.TriggerInstance{Name: "hold", AlterFinalizer: &pitstopv1alpha1.AlterFinalizerTrigger{Key: hold}},

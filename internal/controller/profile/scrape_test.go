@@ -33,7 +33,7 @@ func gaugesProfile() *pitstopv1alpha1.MaintenanceProfile {
 			Checks: []pitstopv1alpha1.CheckInstance{
 				{Name: "reboot_needed", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: "reboot-needed"}},
 				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: 2, ProfileScoped: true, GroupBy: "zone"}},
-				{Name: "pace", Stagger: &pitstopv1alpha1.StaggerCheck{Duration: metav1.Duration{Duration: 10 * time.Minute}, Parallel: 2}},
+				{Name: "pace", Stagger: &pitstopv1alpha1.StaggerCheck{Duration: pitstopv1alpha1.Duration{Duration: 10 * time.Minute}, Parallel: 2}},
 			},
 			States: pitstopv1alpha1.StatesSpec{
 				Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "reboot_needed", Next: pitstopv1alpha1.StateMaintenanceRequired}}},

@@ -151,4 +151,4 @@ func (f fixedPrometheus) Query(context.Context, string, string, time.Time) (floa
 	return f.value, f.err
 }
 
-func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+func duration(d time.Duration) pitstopv1alpha1.Duration { return pitstopv1alpha1.Duration{Duration: d} }

@@ -43,6 +43,10 @@ type Options struct {
 	Tune func(*manager.Options)
 }
 
+// startTimeout bounds how long StartManager waits for the manager to run
+// its controllers.
+const startTimeout = time.Minute
+
 // Manager is a manager started by a test.
 type Manager struct {
 	stopped atomic.Bool
@@ -127,7 +131,11 @@ func StartManager(t testing.TB, cfg *rest.Config, c client.Client, o Options) *M
 			return err
 		})
 	}
-	<-mgr.Elected()
+	select {
+	case <-mgr.Elected():
+	case <-time.After(startTimeout):
+		t.Fatalf("the manager did not start within %s (its caches never synced?)", startTimeout)
+	}
 	return m
 }
 
