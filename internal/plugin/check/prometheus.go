@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -43,8 +44,17 @@ var comparisons = map[string]func(v, threshold float64) bool{
 }
 
 func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, p Prometheus) (Check, error) {
-	if u, err := url.Parse(cfg.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("url: %q is not an http(s) URL", cfg.URL)
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, errors.New("url: not a URL") // the text may hold a password: not echoed
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("url: %q is not an http(s) URL", u.Redacted())
+	}
+	// Credentials in the URL would be stored in the profile for anyone who
+	// reads it, and printed in every error that names the URL.
+	if u.User != nil {
+		return nil, fmt.Errorf("url: %s must not carry credentials (user:password@)", u.Redacted())
 	}
 	if cfg.Query == "" {
 		return nil, errors.New("query: must not be empty")
@@ -73,6 +83,28 @@ func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, er
 	return Result{Passed: true, Reason: fmt.Sprintf("%s is %s, %s", p.query, got, want)}, nil
 }
 
+// errRedirectElsewhere refuses a redirect away from the host a check
+// names: a Prometheus that answers with one must not send pitstop's
+// queries, from inside the cluster, to an address of its choosing.
+var errRedirectElsewhere = errors.New("refusing a redirect to another host")
+
+// sameHostClient is an HTTP client that follows redirects only within the
+// host first asked.
+func sameHostClient() *http.Client {
+	return &http.Client{
+		Transport: api.DefaultRoundTripper,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+				return fmt.Errorf("%w: %s", errRedirectElsewhere, req.URL.Redacted())
+			}
+			return nil
+		},
+	}
+}
+
 // NewPrometheusClient returns the Prometheus that pitstop's manager gives
 // its checks: it runs instant queries over the HTTP API, each bounded by
 // queryTimeout, and refuses an answer that is not exactly one sample (a
@@ -87,7 +119,7 @@ type prometheusClient struct {
 
 // Query implements Prometheus.
 func (p *prometheusClient) Query(ctx context.Context, address, query string, at time.Time) (float64, error) {
-	client, err := api.NewClient(api.Config{Address: address})
+	client, err := api.NewClient(api.Config{Address: address, Client: sameHostClient()})
 	if err != nil {
 		return 0, fmt.Errorf("creating a client for %s: %w", address, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -248,4 +249,53 @@ scrape_configs:
 		return nil
 	})
 	return url
+}
+
+// TestPrometheusURLCarriesNoCredentials: a URL with user:password@ is
+// refused when the profile compiles, and the password is not in the error.
+func TestPrometheusURLCarriesNoCredentials(t *testing.T) {
+	_, err := New(promCheck("https://pitstop:s3cret@prometheus.example.com:9090", "up", ">=", "1"), Deps{Prometheus: fixedPrometheus{}})
+	if err == nil || !strings.Contains(err.Error(), "must not carry credentials") {
+		t.Fatalf("got %v, want a refusal of credentials in the URL", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the error echoes the password: %v", err)
+	}
+}
+
+// TestPrometheusClientStaysOnItsHost: a Prometheus that redirects a query
+// to another host is not followed there; a redirect within its own host
+// is.
+func TestPrometheusClientStaysOnItsHost(t *testing.T) {
+	var elsewhereCalled atomic.Bool
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhereCalled.Store(true)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"scalar","result":[0,"1"]}}`))
+	}))
+	t.Cleanup(elsewhere.Close)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/away/api/v1/query", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/api/v1/query", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/moved/api/v1/query", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/api/v1/query", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/api/v1/query", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"scalar","result":[0,"7"]}}`))
+	})
+	prometheus := httptest.NewServer(mux)
+	t.Cleanup(prometheus.Close)
+	client := &prometheusClient{timeout: 5 * time.Second}
+
+	if _, err := client.Query(context.Background(), prometheus.URL+"/away", "up", time.Now()); !errors.Is(err, errRedirectElsewhere) {
+		t.Errorf("a redirect to another host: got %v, want it refused", err)
+	}
+	if elsewhereCalled.Load() {
+		t.Error("the query was sent to the other host")
+	}
+	if v, err := client.Query(context.Background(), prometheus.URL+"/moved", "up", time.Now()); err != nil || v != 7 {
+		t.Errorf("a redirect within the host: got %v, %v; want 7", v, err)
+	}
 }
