@@ -281,7 +281,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr)); err != nil {
 		return nil, err
 	}
-	if err := nodemaintenance.Setup(ctx, mgr, opts.NodeMaintenance); err != nil {
+	nmOpts := opts.NodeMaintenance
+	nmOpts.LeaseNamespace = opts.LeaderElectionNamespace
+	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
 	if _, err := profile.Setup(mgr, profile.Options{

@@ -34,3 +34,7 @@ func (w NodeWriter) Restore(ctx context.Context, node *corev1.Node) (*corev1.Nod
 func NewMaintenancesCollector(reader client.Reader, clk clock.PassiveClock) prometheus.Collector {
 	return newMaintenancesCollector(reader, clk)
 }
+
+// ControlPlaneTurn is the budget through which managers take turns to
+// cordon control-plane nodes.
+var ControlPlaneTurn = controlPlaneTurn

@@ -7,18 +7,25 @@ import (
 	"strconv"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 )
 
 // quorumRetry is how often a control-plane maintenance held back by the
 // quorum rule looks again (node readiness changes also wake it).
 const quorumRetry = 30 * time.Second
+
+// turnRetry is how soon a control-plane cordon that waits for another
+// manager's turn looks again: a turn lasts well under a second.
+const turnRetry = time.Second
 
 // medik8sDrainTaint is the taint the medik8s Node Maintenance Operator puts
 // on the nodes it maintains. A node that carries it was cordoned by that
@@ -45,6 +52,15 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 	if IsControlPlane(node) {
 		r.controlPlane.Lock()
 		defer r.controlPlane.Unlock()
+		holder, err := r.takeControlPlaneTurn(ctx, node.Name, s.now)
+		if err != nil || holder != node.Name {
+			if holder != "" {
+				setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonQuorumProtected,
+					fmt.Sprintf("waiting while control-plane node %s is checked and cordoned: one control-plane node at a time", holder))
+			}
+			return turnRetry, true, err
+		}
+		defer r.giveBackControlPlaneTurn(ctx, node.Name)
 		if why, err := r.quorumCheck(ctx, s.nm); err != nil || why != "" {
 			if why != "" {
 				setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonQuorumProtected, why)
@@ -239,4 +255,47 @@ func withoutTaint(taints []corev1.Taint, key string) []corev1.Taint {
 		}
 	}
 	return out
+}
+
+// controlPlaneTurn is the budget of one through which every manager of the
+// cluster, replicas and leader-election splits included, takes its turn to
+// check quorum and cordon a control-plane node: a check and a cordon in two
+// processes at once could each find quorum kept and together break it.
+var controlPlaneTurn = budget.Key{Name: "control-plane-cordon"}
+
+// turnLifetime is how long a turn may be held: a check and a cordon take
+// well under a second, so a turn older than this belongs to a manager that
+// stopped in between.
+const turnLifetime = 30 * time.Second
+
+// takeControlPlaneTurn takes the turn for node and returns node, or returns
+// the node that holds it.
+func (r *Reconciler) takeControlPlaneTurn(ctx context.Context, node string, now time.Time) (string, error) {
+	stale := func(_ string, lease *coordinationv1.Lease) bool {
+		t := lease.Spec.AcquireTime
+		if lease.Spec.RenewTime != nil {
+			t = lease.Spec.RenewTime
+		}
+		return t == nil || now.Sub(t.Time) > turnLifetime
+	}
+	_, got, err := r.turns.Acquire(ctx, controlPlaneTurn, 1, node, now, stale)
+	if err != nil {
+		return "", fmt.Errorf("taking the control-plane cordon turn for node %s: %w", node, err)
+	}
+	if got {
+		return node, nil
+	}
+	holders, err := r.turns.Holders(ctx, controlPlaneTurn)
+	if err != nil || len(holders) == 0 {
+		return "", err
+	}
+	return holders[0], nil
+}
+
+// giveBackControlPlaneTurn ends node's turn, once its cordon is written (or
+// refused), so that the next check sees it.
+func (r *Reconciler) giveBackControlPlaneTurn(ctx context.Context, node string) {
+	if err := r.turns.Release(ctx, controlPlaneTurn, node); err != nil {
+		logf.FromContext(ctx).Error(err, "Giving back the control-plane cordon turn failed; it expires", "node", node, "after", turnLifetime)
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -493,4 +495,35 @@ func removeAtEnd(t *testing.T, prefix string) {
 			}
 		}
 	})
+}
+
+// TestAControlPlaneCordonWaitsForTheTurn: another manager (a second
+// install, or one on the far side of a split, with no leader election
+// between them) is checking quorum for control-plane node cp-1 and holds
+// the turn; pitstop must not cordon cp-0 meanwhile, on a count that cp-1's
+// cordon is about to change, and must go on once the turn is given back.
+func TestAControlPlaneCordonWaitsForTheTurn(t *testing.T) {
+	startManager(t, false)
+	removeAtEnd(t, "turn-")
+	for _, n := range []string{"turn-cp-0", "turn-cp-1", "turn-cp-2"} {
+		create(t, testutil.Node(n, testutil.ControlPlane()))
+	}
+	other := &budget.Slots{Client: env.Client, Namespace: "pitstop-system"}
+	if _, got, err := other.Acquire(t.Context(), nodemaintenance.ControlPlaneTurn, 1, "turn-cp-1", time.Now(), nil); err != nil || !got {
+		t.Fatalf("the other manager's turn: got %v, %v", got, err)
+	}
+	nm := nodeMaintenance("turn-a", "turn-cp-0")
+	create(t, nm)
+	got := awaitCondition(t, nm, condCordoned, metav1.ConditionFalse, pitstopv1alpha1.ReasonQuorumProtected, 10*time.Second)
+	if msg := conditionMessage(got, condCordoned); !strings.Contains(msg, "turn-cp-1") {
+		t.Errorf("condition message %q does not name the node that holds the turn", msg)
+	}
+	time.Sleep(time.Second)
+	if node(t, "turn-cp-0").Spec.Unschedulable {
+		t.Fatal("turn-cp-0 was cordoned while another manager held the control-plane turn")
+	}
+	if err := other.Release(t.Context(), nodemaintenance.ControlPlaneTurn, "turn-cp-1"); err != nil {
+		t.Fatal(err)
+	}
+	awaitCondition(t, nm, condCordoned, metav1.ConditionTrue, pitstopv1alpha1.ReasonCordoned, 10*time.Second)
 }

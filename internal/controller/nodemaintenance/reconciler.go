@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/drain"
 )
 
@@ -32,11 +33,14 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// EvictionConcurrency bounds the evictions in flight for one node.
 	EvictionConcurrency int
+	// LeaseNamespace holds the Lease through which the managers of the
+	// cluster take turns to check quorum and cordon a control-plane node.
+	LeaseNamespace string
 }
 
 // DefaultOptions are the controller's defaults.
 func DefaultOptions() Options {
-	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 128}
+	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 128, LeaseNamespace: "pitstop-system"}
 }
 
 // Reconciler drives NodeMaintenance objects.
@@ -54,9 +58,10 @@ type Reconciler struct {
 	// writes paces status writes that only report progress.
 	writes *writePacer
 	// controlPlane serializes the quorum check and the cordon of
-	// control-plane nodes, so that two reconciles cannot each take one
-	// down on the same count.
+	// control-plane nodes in this process, so that two reconciles cannot
+	// each take one down on the same count; turns does it across processes.
 	controlPlane sync.Mutex
+	turns        *budget.Slots
 }
 
 // conflictRetry is how soon a reconcile that lost an optimistic-concurrency

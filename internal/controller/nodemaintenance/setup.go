@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/engine"
@@ -66,6 +67,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		opts:      opts,
 		evicted:   newExpectations(),
 		writes:    newWritePacer(),
+		turns:     budget.NewSlots(mgr, opts.LeaseNamespace),
 	}
 	if err := pitstopmetrics.Replace(newMaintenancesCollector(mgr.GetClient(), r.clock)); err != nil {
 		return err
