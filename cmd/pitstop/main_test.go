@@ -178,6 +178,8 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"dashboard on the metrics port", []string{"run", "--metrics-bind-address=:9090", "--dashboard-addr=127.0.0.1:9090"}, []string{"--dashboard-addr", `"127.0.0.1:9090"`, "--metrics-bind-address"}},
 		{"aws endpoint not a URL", []string{"run", "--aws-endpoint=ec2.example.com"}, []string{"--aws-endpoint", `"ec2.example.com"`}},
 		{"unknown machine provider", []string{"run", "--machine-providers=aws,gce"}, []string{"--machine-providers", `"aws,gce"`, `"gce"`}},
+		{"machine drain timeout under a second", []string{"run", "--machine-drain-timeout=10ms"}, []string{"--machine-drain-timeout", `"10ms"`}},
+		{"unknown machine drain policy", []string{"run", "--machine-drain-on-timeout=Evict"}, []string{"--machine-drain-on-timeout", `"Evict"`, "ForceDelete"}},
 		{"pprof on the dashboard port", []string{"run", "--pprof-addr=127.0.0.1:8082"}, []string{"--pprof-addr", `"127.0.0.1:8082"`, "--dashboard-addr"}},
 		{"dashboard on the health port", []string{"run", "--dashboard-addr=:8081"}, []string{"--dashboard-addr", `":8081"`, "--health-probe-bind-address"}},
 		{"lease namespace not a DNS label", []string{"run", "--leader-election-namespace=Kube_System"}, []string{"--leader-election-namespace", `"Kube_System"`}},

@@ -51,6 +51,8 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringSliceVar(&o.MachineProviders, "machine-providers", o.MachineProviders, "providers that create and delete Machines' instances: aws, kwok (kwok makes simulated nodes: local clusters only)")
 	fs.StringVar(&o.AWSRegion, "aws-region", o.AWSRegion, "region of aws Machines whose providerSpec names none (default: the AWS SDK's, e.g. AWS_REGION)")
 	fs.StringVar(&o.AWSEndpoint, "aws-endpoint", o.AWSEndpoint, "EC2 endpoint URL replacing the region's (e.g. a VPC endpoint)")
+	fs.DurationVar(&o.MachineDrainTimeout, "machine-drain-timeout", o.MachineDrainTimeout, "bound on the drain of a deleted Machine's node (0: none), then --machine-drain-on-timeout")
+	fs.StringVar(&o.MachineDrainOnTimeout, "machine-drain-on-timeout", o.MachineDrainOnTimeout, "after --machine-drain-timeout: Fail (the Machine's deletion waits on the failed drain) or ForceDelete (the remaining pods are deleted past their PodDisruptionBudgets, recorded in Events, and the deletion goes on)")
 	fs.BoolVar(&o.Medik8sCompat, "medik8s-compat", o.Medik8sCompat, "also reconcile nodemaintenance.medik8s.io/v1beta1 NodeMaintenance objects (their CRD must be installed), through pitstop's own NodeMaintenance")
 	fs.IntVar(&o.Webhook.Port, "webhook-port", o.Webhook.Port, "port of the admission webhook server, or 0 to turn the webhook off")
 	fs.StringVar(&o.Webhook.CertDir, "webhook-cert-dir", o.Webhook.CertDir, "directory where pitstop writes the webhook's serving certificate")

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/healthcheck"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
@@ -60,6 +61,8 @@ func setupMachineAPI(mgr ctrl.Manager, opts Options) error {
 	if err := machine.Setup(mgr, machine.Options{
 		Providers: registry, LeaseNamespace: opts.LeaderElectionNamespace,
 		MaxConcurrentReconciles: opts.NodeMaintenance.MaxConcurrentReconciles,
+		DrainTimeout:            opts.MachineDrainTimeout,
+		DrainOnTimeout:          pitstopv1alpha1.DrainTimeoutPolicy(opts.MachineDrainOnTimeout),
 	}); err != nil {
 		return fmt.Errorf("the Machine controller: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
@@ -89,6 +90,12 @@ type Options struct {
 	AWSRegion string
 	// AWSEndpoint replaces EC2's regional endpoint (a VPC endpoint).
 	AWSEndpoint string
+	// MachineDrainTimeout bounds the drain of a deleted Machine's node;
+	// zero: no bound.
+	MachineDrainTimeout time.Duration
+	// MachineDrainOnTimeout is Fail or ForceDelete, as NodeMaintenance
+	// spec.drain.onTimeout.
+	MachineDrainOnTimeout string
 }
 
 // DefaultOptions are the defaults of `pitstop run`.
@@ -99,6 +106,7 @@ func DefaultOptions() Options {
 		DashboardAddr:           ":8082",
 		PprofAddr:               "0",
 		MachineProviders:        []string{"aws"},
+		MachineDrainOnTimeout:   string(pitstopv1alpha1.DrainTimeoutFail),
 		LeaderElection:          true,
 		LeaderElectionNamespace: "pitstop-system",
 		LeaderElectionID:        "pitstop-manager",
@@ -160,6 +168,14 @@ func (o Options) Validate() error {
 		if u, err := url.Parse(o.AWSEndpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return &FlagError{"aws-endpoint", o.AWSEndpoint, "must be an http(s) URL such as https://ec2.eu-west-1.amazonaws.com"}
 		}
+	}
+	if o.MachineDrainTimeout != 0 && o.MachineDrainTimeout < time.Second {
+		return &FlagError{"machine-drain-timeout", o.MachineDrainTimeout.String(), "must be 0 (no bound) or at least 1s"}
+	}
+	switch pitstopv1alpha1.DrainTimeoutPolicy(o.MachineDrainOnTimeout) {
+	case pitstopv1alpha1.DrainTimeoutFail, pitstopv1alpha1.DrainTimeoutForceDelete:
+	default:
+		return &FlagError{"machine-drain-on-timeout", o.MachineDrainOnTimeout, "must be Fail or ForceDelete"}
 	}
 	if err := o.Webhook.validate(); err != nil {
 		return err

@@ -189,6 +189,10 @@ func (r *Reconciler) maintenanceOf(ctx context.Context, m *machinev1beta1.Machin
 			Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete},
 		},
 	}
+	if r.opts.DrainTimeout > 0 {
+		nm.Spec.Drain.Timeout = &pitstopv1alpha1.Duration{Duration: r.opts.DrainTimeout}
+		nm.Spec.Drain.OnTimeout = r.opts.DrainOnTimeout
+	}
 	if err := r.client.Create(ctx, nm); apierrors.IsAlreadyExists(err) {
 		return nil, nil // the cache has not seen it yet
 	} else if err != nil {

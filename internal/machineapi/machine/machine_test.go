@@ -22,8 +22,10 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
+	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
 
 func TestAMachineGetsAKwokInstanceAndRunsOnceNodelinkLinksItsNode(t *testing.T) {
@@ -453,4 +455,40 @@ func watcher(t *testing.T) client.WithWatch {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestADrainBlockedPastTheMachineDrainTimeoutIsForcedWhenToldTo: with
+// --machine-drain-timeout and --machine-drain-on-timeout=ForceDelete, the
+// drain of a deleted Machine's node that a PodDisruptionBudget blocks gives
+// up waiting after the timeout, deletes the pods past the budget (recorded
+// by the NodeMaintenance's Events and status), and the Machine goes.
+func TestADrainBlockedPastTheMachineDrainTimeoutIsForcedWhenToldTo(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Tune: func(o *manager.Options) {
+		o.MachineAPI = true
+		o.MachineProviders = []string{"kwok"}
+		o.MachineDrainTimeout = 2 * time.Second
+		o.MachineDrainOnTimeout = string(pitstopv1alpha1.DrainTimeoutForceDelete)
+	}})
+	testutil.Kubelet(t, env.Clientset)
+	ns := testutil.Namespace(t, env.Client, "machine-drain-timeout")
+	m := kwokMachine(ns, "slow-0", "")
+	testutil.Create(t, env.Client, m)
+	m = awaitPhase(t, ns, "slow-0", machinev1beta1.PhaseRunning)
+	testutil.ManagedPods(t, env.Client, ns, "slow-0", "guarded", 2)
+	testutil.PDB(t, env.Client, ns, "guarded", 2, 0) // no disruption allowed
+
+	if err := env.Client.Delete(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	var nm *pitstopv1alpha1.NodeMaintenance
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if nm = maintenanceOf(t, "slow-0"); nm == nil {
+			return fmt.Errorf("no NodeMaintenance for slow-0 yet")
+		}
+		return nil
+	})
+	if d := nm.Spec.Drain; d.Timeout == nil || d.Timeout.Duration != 2*time.Second || d.OnTimeout != pitstopv1alpha1.DrainTimeoutForceDelete {
+		t.Errorf("the Machine's drain has timeout %v and onTimeout %s, want 2s and ForceDelete", d.Timeout, d.OnTimeout)
+	}
+	awaitGone(t, m, 30*time.Second)
 }

@@ -43,6 +43,7 @@ type Reconciler struct {
 	slots     *budget.Slots
 	recorder  events.EventRecorder
 	clock     clock.PassiveClock
+	opts      Options
 }
 
 // Reconcile brings one Machine a step closer to what it asks for: an

@@ -37,6 +37,14 @@ type Options struct {
 	LeaseNamespace string
 	// MaxConcurrentReconciles is how many Machines are reconciled at once.
 	MaxConcurrentReconciles int
+	// DrainTimeout bounds the drain of a deleted Machine's node; zero: the
+	// drain waits as long as it takes.
+	DrainTimeout time.Duration
+	// DrainOnTimeout is what happens when DrainTimeout passes, as
+	// NodeMaintenance spec.drain.onTimeout: Fail leaves the Machine's
+	// deletion waiting on a failed drain; ForceDelete deletes the remaining
+	// pods past their PodDisruptionBudgets and lets the deletion go on.
+	DrainOnTimeout pitstopv1alpha1.DrainTimeoutPolicy
 	// Clock is the real clock unless a test sets one.
 	Clock clock.PassiveClock
 }
@@ -59,6 +67,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		reader:    mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("pitstop-" + controllerName),
 		clock:     opts.Clock,
+		opts:      opts,
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
