@@ -95,25 +95,6 @@ func ownNamespace(fallback string) string {
 // given, else the in-cluster service account, else $KUBECONFIG (or
 // ~/.kube/config).
 func loadConfig(kubeconfig string) (*rest.Config, error) {
-	cfg, _, err := loadConfigWhere(kubeconfig)
-	return cfg, err
-}
-
-// loadConfigWhere is loadConfig that also says whether the configuration is
-// the in-cluster service account's, i.e. pitstop runs in a pod.
-func loadConfigWhere(kubeconfig string) (cfg *rest.Config, inCluster bool, err error) {
-	cfg, err = loadAnyConfig(kubeconfig)
-	if err != nil {
-		return nil, false, err
-	}
-	return cfg, kubeconfig == "" && cfg.BearerTokenFile == inClusterTokenFile, nil
-}
-
-// inClusterTokenFile is where Kubernetes mounts a pod's service account
-// token; client-go's in-cluster configuration reads it from there.
-const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-func loadAnyConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig != "" {
 		if _, err := os.Stat(kubeconfig); err != nil {
 			return nil, usageError{&manager.FlagError{Flag: "kubeconfig", Value: kubeconfig, Reason: "cannot read the file: " + errors.Unwrap(err).Error()}}
@@ -137,6 +118,16 @@ func loadAnyConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("no cluster to talk to: not running in a cluster, and no usable kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config): %w", err)
 	}
 	return withClientDefaults(cfg), nil
+}
+
+// inClusterTokenFile is where Kubernetes mounts a pod's service account
+// token; client-go's in-cluster configuration reads it from there.
+const inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// inCluster says whether cfg, which loadConfig returned for kubeconfig, is
+// the in-cluster service account's: pitstop runs in a pod.
+func inCluster(kubeconfig string, cfg *rest.Config) bool {
+	return kubeconfig == "" && cfg.BearerTokenFile == inClusterTokenFile
 }
 
 // withClientDefaults sets what controller-runtime would: no client-side rate

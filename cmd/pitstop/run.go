@@ -37,14 +37,14 @@ default) only one replica acts at a time; the others wait on the Lease.`,
 			if err != nil {
 				return err
 			}
-			cfg, inCluster, err := loadConfigWhere(o.kubeconfig)
+			cfg, err := loadConfig(o.kubeconfig)
 			if err != nil {
 				return err
 			}
 			// Before anything is registered: a webhook the API server cannot
 			// call would refuse every NodeMaintenance in the cluster.
 			o.manager.Webhook.ServiceSet = cmd.Flags().Changed("webhook-service")
-			if err := o.manager.Webhook.CheckReachable(inCluster); err != nil {
+			if err := o.manager.Webhook.CheckReachable(inCluster(o.kubeconfig, cfg)); err != nil {
 				return usageError{err}
 			}
 			gcPercent := tuneGC()
