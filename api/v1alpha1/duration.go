@@ -47,14 +47,6 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(d.Duration.String())
 }
 
-// ToUnstructured is the duration as it is written in JSON.
-func (d Duration) ToUnstructured() any {
-	if d.Invalid != "" {
-		return d.Invalid
-	}
-	return d.Duration.String()
-}
-
 // check adds an error at path when d did not parse.
 func (d *Duration) check(path *field.Path, errs field.ErrorList) field.ErrorList {
 	if d != nil && d.Invalid != "" {
