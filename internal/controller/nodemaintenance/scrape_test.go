@@ -14,6 +14,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
 const (
@@ -32,7 +33,7 @@ func TestDrainGaugesAreReadFromTheObjectsAtScrapeTime(t *testing.T) {
 	// left, which would refuse these objects (their nodes do not exist);
 	// stopped, it changes nothing below.
 	m := startManager(t, false)
-	served := gauges(t, metrics.Registry)
+	served := testutil.GaugeSeries(t, metrics.Registry)
 	for _, name := range []string{overdueGauge, oldestGauge} {
 		if _, ok := served[name]; !ok {
 			t.Errorf("the manager does not serve %s", name)
@@ -98,7 +99,7 @@ func TestDrainGaugesAreReadFromTheObjectsAtScrapeTime(t *testing.T) {
 		{t0.Add(4 * time.Minute), 3, 3840},
 	} {
 		clk.SetTime(tc.at)
-		got := gauges(t, reg)
+		got := testutil.GaugeSeries(t, reg)
 		if got[overdueGauge] != tc.overdue || got[oldestGauge] != tc.oldest {
 			t.Errorf("at t0+%s: %s = %v, %s = %v; want %v and %v", tc.at.Sub(t0), overdueGauge, got[overdueGauge], oldestGauge, got[oldestGauge], tc.overdue, tc.oldest)
 		}
@@ -122,23 +123,4 @@ func release(nm *pitstopv1alpha1.NodeMaintenance) {
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
 	_ = env.Client.Patch(ctx, nm, patch)
 	_ = client.IgnoreNotFound(env.Client.Delete(ctx, nm))
-}
-
-// gauges gathers g and returns the value of each gauge without labels; a
-// collector that fails fails the test.
-func gauges(t *testing.T, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			if m.GetGauge() != nil && len(m.GetLabel()) == 0 {
-				out[f.GetName()] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
 }

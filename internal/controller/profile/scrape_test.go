@@ -57,7 +57,7 @@ func TestFleetGaugesAreReadFromTheCacheAtScrapeTime(t *testing.T) {
 	testutil.Create(t, env.Client, p)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) })
 	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
-		return expectSeries(gaugeSeries(t, metrics.Registry), map[string]float64{
+		return expectSeries(testutil.GaugeSeries(t, metrics.Registry), map[string]float64{
 			`pitstop_nodes_waiting_longest_seconds{profile="gauges"}`:            0,
 			`pitstop_budget_slots{budget="budget",kind="size",profile="gauges"}`: 2,
 			`pitstop_budget_slots{budget="budget",kind="used",profile="gauges"}`: 0,
@@ -145,36 +145,10 @@ func TestFleetGaugesAreReadFromTheCacheAtScrapeTime(t *testing.T) {
 		}},
 	} {
 		clk.SetTime(t0.Add(tc.at))
-		if err := expectSeries(gaugeSeries(t, reg), tc.want); err != nil {
+		if err := expectSeries(testutil.GaugeSeries(t, reg), tc.want); err != nil {
 			t.Errorf("at t0+%s: %v", tc.at, err)
 		}
 	}
-}
-
-// gaugeSeries gathers g and returns every gauge by its series, written
-// as in the exposition format with the labels in name order; a collector
-// that fails fails the test.
-func gaugeSeries(t *testing.T, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			if m.GetGauge() == nil {
-				continue
-			}
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			sort.Strings(labels)
-			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetGauge().GetValue()
-		}
-	}
-	return out
 }
 
 // expectSeries says which of the series wanted are missing or differ.
