@@ -30,16 +30,23 @@ import (
 // docs/install.md does.
 const ChartNamespace = "pitstop-system"
 
+// Tool is the path of a binary that `make tools` builds into bin/; the
+// test fails if it is missing.
+func Tool(t testing.TB, name string) string {
+	t.Helper()
+	path := filepath.Join(localcluster.DefaultBinDir(), name)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing: `make tools` builds it (%v)", name, err)
+	}
+	return path
+}
+
 // Helm runs bin/helm and returns its standard output, or an error with
 // what it printed.
 func Helm(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	path := filepath.Join(localcluster.DefaultBinDir(), "helm")
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("helm is missing: `make tools` builds it (%v)", err)
-	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(path, args...)
+	cmd := exec.Command(Tool(t, "helm"), args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return stdout.String(), fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, stderr.String())

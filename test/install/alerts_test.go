@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
 // TestChartAlertsFire renders the chart's PrometheusRule and runs
@@ -18,7 +20,7 @@ func TestChartAlertsFire(t *testing.T) {
 	if err != nil {
 		t.Fatal("promtool is missing: `make deps` installs Debian's prometheus package, which has it")
 	}
-	rule := find(render(t, "metrics.prometheusRule.enabled=true"), "PrometheusRule", namespace, "pitstop")
+	rule := find(testutil.RenderChart(t, "metrics.prometheusRule.enabled=true"), "PrometheusRule", namespace, "pitstop")
 	if rule == nil {
 		t.Fatal("no PrometheusRule with metrics.prometheusRule.enabled")
 	}

@@ -39,7 +39,7 @@ func TestMain(m *testing.M) { testutil.Main(m, &env) }
 // API server as `kubectl apply --server-side` would, Namespace included.
 func applyChart(t *testing.T) {
 	t.Helper()
-	out, err := helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--namespace", namespace, "--set", "namespace.create=true")
+	out, err := testutil.Helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--namespace", namespace, "--set", "namespace.create=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func applyChart(t *testing.T) {
 	if err := env.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	apply := exec.Command(tool(t, "kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-")
+	apply := exec.Command(testutil.Tool(t, "kubectl"), "--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-")
 	apply.Stdin = strings.NewReader(out)
 	if b, err := apply.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, b)

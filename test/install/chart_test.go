@@ -16,13 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
 // TestChartLintsAndRendersOverAMatrixOfValues lints the chart strictly and
 // renders it with each feature on and off: every combination renders
 // objects that decode, and what each value turns on is there.
 func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
-	if out, err := helm(t, "lint", "--strict", repoPath(t, "charts", "pitstop")); err != nil {
+	if out, err := testutil.Helm(t, "lint", "--strict", repoPath(t, "charts", "pitstop")); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
 	everything := []string{"machineAPI.enabled=true", "machineAPI.installCRDs=true", "machineAPI.providers={aws,kwok}",
@@ -128,7 +129,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			}
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { tc.check(t, render(t, tc.set...)) })
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, testutil.RenderChart(t, tc.set...)) })
 	}
 }
 
@@ -145,7 +146,7 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"image.digest=latest", "/image/digest"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
-			_, err := helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--set", tc.set)
+			_, err := testutil.Helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--set", tc.set)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("helm template --set %s: got %v, want a refusal naming %s", tc.set, err, tc.want)
 			}
@@ -167,7 +168,7 @@ func TestReleaseFileIsTheChartRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	release := decode(t, string(data))
-	chart := render(t)
+	chart := testutil.RenderChart(t)
 	kinds := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "Deployment", "ValidatingWebhookConfiguration"}
 	for _, kind := range kinds {
 		want, got := ofKind(chart, kind), ofKind(release, kind)
@@ -190,7 +191,7 @@ func TestReleaseFileIsTheChartRendered(t *testing.T) {
 // TestChartWebhooksAreTheManagers compares the chart's webhooks with the
 // ones the manager defines, so that the two cannot drift apart.
 func TestChartWebhooksAreTheManagers(t *testing.T) {
-	obj := find(render(t), "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook")
+	obj := find(testutil.RenderChart(t), "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook")
 	if obj == nil {
 		t.Fatal("the chart has no webhook configuration")
 	}

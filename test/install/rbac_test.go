@@ -9,6 +9,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
 // allowlist is every permission the chart may grant pitstop with every
@@ -20,7 +22,7 @@ const allowlist = "testdata/rbac-allowlist.txt"
 // compares each verb it grants pitstop's ServiceAccount with the allowlist.
 // Set PITSTOP_UPDATE_ALLOWLIST=1 to rewrite the file from the chart.
 func TestRBACIsTheAllowlist(t *testing.T) {
-	objs := render(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true")
+	objs := testutil.RenderChart(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true")
 	var granted []string
 	for _, kind := range []string{"ClusterRole", "Role"} {
 		for _, obj := range ofKind(objs, kind) {

@@ -1,7 +1,6 @@
 package install
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -22,24 +21,6 @@ func repoPath(t *testing.T, parts ...string) string {
 		t.Fatal("not in a pitstop checkout")
 	}
 	return filepath.Join(append([]string{root}, parts...)...)
-}
-
-// tool is a binary that `make tools` builds into bin/.
-func tool(t *testing.T, name string) string {
-	t.Helper()
-	path := filepath.Join(localcluster.DefaultBinDir(), name)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing: `make tools` builds it (%v)", name, err)
-	}
-	return path
-}
-
-// helm runs bin/helm.
-func helm(t *testing.T, args ...string) (string, error) { return testutil.Helm(t, args...) }
-
-// render renders the chart with the values given as --set pairs.
-func render(t *testing.T, set ...string) []*unstructured.Unstructured {
-	return testutil.RenderChart(t, set...)
 }
 
 // decode reads a multi-document YAML stream into objects.
