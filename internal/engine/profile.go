@@ -67,10 +67,67 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
 			out.Transitions[st.State] = append(out.Transitions[st.State], CompiledTransition{Expression: expr, Triggers: t.Triggers, Next: t.Next})
 		}
 	}
+	if len(errs) == 0 {
+		errs = undrainedReturns(p)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("MaintenanceProfile %s: %w", p.Name, errors.Join(toErrors(errs)...))
 	}
 	return out, nil
+}
+
+// undrainedReturns refuses a profile in which a node drained by a drain
+// trigger could reach operational again without a restore trigger on the
+// way: it would stay cordoned, and its drain's NodeMaintenance would stay
+// behind, while the profile counts it operational. A state is drained when
+// a transition into it drains the node (a drain trigger not followed by a
+// restore in its list), or when a transition without a restore leaves a
+// drained state for it.
+func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
+	kinds := map[string]string{}
+	for _, t := range p.Spec.Triggers {
+		switch {
+		case t.Drain != nil:
+			kinds[t.Name] = "drain"
+		case t.Restore != nil:
+			kinds[t.Name] = "restore"
+		}
+	}
+	// drainedBy says, for each drained state, where its drain was started.
+	drainedBy := map[pitstopv1alpha1.MaintenanceState]string{}
+	states := p.Spec.States
+	var errs field.ErrorList
+	for changed := true; changed; {
+		changed, errs = false, nil
+		for _, st := range States {
+			path := field.NewPath("spec", "states", st.Field, "transitions")
+			for i, t := range st.Spec(&states).Transitions {
+				if t.Next == st.State {
+					continue
+				}
+				from, drained := drainedBy[st.State]
+				for j, name := range t.Triggers {
+					switch kinds[name] {
+					case "drain":
+						from, drained = fmt.Sprintf("trigger %s (%s)", name, path.Index(i).Child("triggers").Index(j)), true
+					case "restore":
+						drained = false
+					}
+				}
+				if !drained {
+					continue
+				}
+				if t.Next == pitstopv1alpha1.StateOperational {
+					errs = append(errs, field.Invalid(path.Index(i).Child("triggers"), t.Triggers,
+						fmt.Sprintf("a node drained by %s returns to operational here without a restore trigger after the drain, and would stay cordoned; add a restore trigger to this transition", from)))
+				}
+				if _, done := drainedBy[t.Next]; !done {
+					drainedBy[t.Next], changed = from, true
+				}
+			}
+		}
+	}
+	return errs
 }
 
 // Passes says whether a transition of the record's state passes on the
