@@ -556,6 +556,17 @@ type MaintenanceProfileStatus struct {
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastValid is the last generation of the spec that compiled: the one
+	// the engine runs while a later generation does not compile. It is
+	// kept here so that a restarted manager runs it too.
+	// +optional
+	LastValid *ProfileGeneration `json:"lastValid,omitempty"`
+}
+
+// ProfileGeneration is one generation of a MaintenanceProfile's spec.
+type ProfileGeneration struct {
+	Generation int64                  `json:"generation"`
+	Spec       MaintenanceProfileSpec `json:"spec"`
 }
 
 // MaintenanceProfile is a maintenance workflow for the nodes it selects:

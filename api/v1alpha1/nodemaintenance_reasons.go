@@ -21,6 +21,11 @@ const (
 	// restored.
 	FinalizerNodeMaintenance = "pitstop.dev/node-maintenance"
 
+	// FinalizerMaintenanceProfile holds a deleted MaintenanceProfile until
+	// every node it had out of operational has left it: restored, and its
+	// budget slots given back.
+	FinalizerMaintenanceProfile = "pitstop.dev/maintenance-profile"
+
 	// LabelExcludeFromRemediation on a node tells health checkers (pitstop's,
 	// and medik8s' NodeHealthCheck) that the node is down on purpose.
 	LabelExcludeFromRemediation = "remediation.medik8s.io/exclude-from-remediation"

@@ -35,11 +35,14 @@ func explainProfile(name, pool string, now time.Time) *pitstopv1alpha1.Maintenan
 				{Name: "window", TimeWindow: &pitstopv1alpha1.TimeWindowCheck{Start: open.Format("15:04"), End: open.Add(time.Hour).Format("15:04"), TimeZone: "UTC"}},
 				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: 1, ProfileScoped: true}},
 			},
-			Triggers: []pitstopv1alpha1.TriggerInstance{{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}}},
+			Triggers: []pitstopv1alpha1.TriggerInstance{
+				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+				{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}},
+			},
 			States: pitstopv1alpha1.StatesSpec{
 				Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "reboot_needed", Next: pitstopv1alpha1.StateMaintenanceRequired}}},
 				MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "window && budget", Triggers: []string{"drain"}, Next: pitstopv1alpha1.StateInMaintenance}}},
-				InMaintenance:       pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "!reboot_needed", Next: pitstopv1alpha1.StateOperational}}},
+				InMaintenance:       pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "!reboot_needed", Triggers: []string{"restore"}, Next: pitstopv1alpha1.StateOperational}}},
 			},
 		},
 	}

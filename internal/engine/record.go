@@ -81,10 +81,11 @@ func (r Record) Encode() string {
 	return string(data)
 }
 
-// Sync makes the record hold exactly the given profiles: new ones start
-// operational at now; ones no longer selecting the node are dropped, except
-// a profile holding the node in maintenance, which is kept so that the
-// maintenance can still end and the node be restored.
+// Sync makes the record hold the given profiles: new ones start
+// operational at now; ones no longer selecting the node are dropped while
+// the node is operational for them. The others are kept: the node must
+// leave them first (its drain undone, its slots given back), and the
+// caller drops them once it has.
 func (r *Record) Sync(profiles []string, now time.Time) {
 	want := map[string]bool{}
 	for _, p := range profiles {
@@ -98,7 +99,7 @@ func (r *Record) Sync(profiles []string, now time.Time) {
 		}
 	}
 	for p, pr := range r.Profiles {
-		if !want[p] && pr.Current != pitstopv1alpha1.StateInMaintenance {
+		if !want[p] && pr.Current == pitstopv1alpha1.StateOperational {
 			delete(r.Profiles, p)
 		}
 	}

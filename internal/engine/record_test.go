@@ -51,14 +51,20 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 		t.Errorf("failures not cleared: %+v", pr)
 	}
 
-	// A profile that no longer selects the node is dropped, unless it
-	// holds the node in maintenance: that one must still end.
+	// A profile that no longer selects the node is dropped while the node
+	// is operational for it; otherwise the node must leave it first.
 	back.Sync([]string{}, t0.Add(time.Hour))
 	if _, ok := back.Profiles["k8s"]; ok {
 		t.Error("dropped profile k8s kept")
 	}
 	if _, ok := back.Profiles["os"]; !ok {
 		t.Error("profile os dropped while it holds the node in maintenance")
+	}
+	back.Sync([]string{"os"}, t0.Add(time.Hour))
+	back.Move("os", required, t0.Add(2*time.Hour))
+	back.Sync([]string{}, t0.Add(2*time.Hour))
+	if _, ok := back.Profiles["os"]; !ok {
+		t.Error("profile os dropped while the node is maintenance-required for it")
 	}
 }
 

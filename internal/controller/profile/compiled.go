@@ -91,7 +91,9 @@ func newRegistry(deps check.Deps) *registry {
 }
 
 // get returns the profile to run for p (its last valid generation) and the
-// error of its current generation, if it does not compile.
+// error of its current generation, if it does not compile. The last valid
+// generation is the one this process compiled last or, after a restart,
+// the one p's status keeps.
 func (r *registry) get(p *pitstopv1alpha1.MaintenanceProfile) (*compiled, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -99,16 +101,37 @@ func (r *registry) get(p *pitstopv1alpha1.MaintenanceProfile) (*compiled, error)
 		return c, nil
 	}
 	if err, ok := r.errors[p.Name]; ok && r.errorGeneration(p) {
-		return r.profiles[p.Name], err
+		return r.running(p), err
 	}
 	c, err := compile(p, r.deps)
 	if err != nil {
 		r.errors[p.Name] = &generationError{generation: p.Generation, err: err}
-		return r.profiles[p.Name], err
+		return r.running(p), err
 	}
 	delete(r.errors, p.Name)
 	r.profiles[p.Name] = c
 	return c, nil
+}
+
+// running returns the last valid generation of p when its current one does
+// not compile: the one compiled last, if it is of the same object, or the
+// one p's status keeps.
+func (r *registry) running(p *pitstopv1alpha1.MaintenanceProfile) *compiled {
+	if c, ok := r.profiles[p.Name]; ok && c.spec.UID == p.UID {
+		return c
+	}
+	last := p.Status.LastValid
+	if last == nil || last.Generation >= p.Generation {
+		return nil
+	}
+	kept := p.DeepCopy()
+	kept.Generation, kept.Spec = last.Generation, *last.Spec.DeepCopy()
+	c, err := compile(kept, r.deps)
+	if err != nil {
+		return nil
+	}
+	r.profiles[p.Name] = c
+	return c
 }
 
 func (r *registry) errorGeneration(p *pitstopv1alpha1.MaintenanceProfile) bool {

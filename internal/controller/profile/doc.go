@@ -5,7 +5,7 @@
 // budget goes through internal/budget's Leases. It never cordons or evicts:
 // the drain and restore triggers create and delete NodeMaintenances.
 //
-// +kubebuilder:rbac:groups=pitstop.dev,resources=maintenanceprofiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=pitstop.dev,resources=maintenanceprofiles,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=pitstop.dev,resources=maintenanceprofiles/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch;update
 package profile

@@ -231,13 +231,7 @@ func startRestoring(t *testing.T, pool string, pods int) string {
 	t.Helper()
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	testutil.Kubelet(t, env.Clientset)
-	p := rollingProfile(pool, pool, 1)
-	p.Spec.Triggers = append(p.Spec.Triggers,
-		pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
-		pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
-	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
-	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"restore"}
-	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, restoringProfile(pool))
 	ns := testutil.Namespace(t, env.Client, pool)
 	testutil.Create(t, env.Client, testutil.Node(pool+"-0", testutil.WithLabels(map[string]string{"pool": pool})))
 	testutil.ManagedPods(t, env.Client, ns, pool+"-0", "web", pods)
@@ -395,9 +389,7 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 func TestRestartMidTransitionResumes(t *testing.T) {
 	first := clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	testutil.Kubelet(t, env.Clientset)
-	p := rollingProfile("restarter", "restarter", 1)
-	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}})
-	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	p := restoringProfile("restarter")
 	testutil.Create(t, env.Client, p)
 	ns := testutil.Namespace(t, env.Client, "restarter")
 	testutil.Create(t, env.Client, testutil.Node("restarter-0",
@@ -475,9 +467,7 @@ func TestRestartMidTransitionResumes(t *testing.T) {
 func TestANodeOnItsWayInUsesTheBudget(t *testing.T) {
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	testutil.Kubelet(t, env.Clientset)
-	p := rollingProfile("on-its-way", "on-its-way", 1)
-	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}})
-	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	p := restoringProfile("on-its-way")
 	testutil.Create(t, env.Client, p)
 	ns := testutil.Namespace(t, env.Client, "on-its-way")
 	wants := func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }
@@ -571,9 +561,7 @@ func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
 	})
 
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
-	p := rollingProfile("refuser", "refuser", 1)
-	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}})
-	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+	p := restoringProfile("refuser")
 	testutil.Create(t, env.Client, p)
 	patch := []byte(`{"metadata":{"annotations":{"reboot-needed":"true"}}}`)
 	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "refuser-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {

@@ -109,7 +109,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 		return ctrl.Result{}, err
 	}
 	now := r.clock.Now()
-	selected, specs := r.selected(list.Items, node)
+	selected, specs, stranded := r.selected(list.Items, node)
 	record.Sync(selected, now)
 
 	want := node.DeepCopy()
@@ -127,9 +127,19 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	for _, name := range names {
 		c := specs[name]
 		if c == nil {
-			c = r.profiles.last(name) // deleted while holding the node: let it finish
-		}
-		if c == nil {
+			if err, ok := stranded[name]; ok {
+				r.strand(node, name, record.Profiles[name], err)
+				continue
+			}
+			left, after, err := r.leave(ctx, name, node, &record, &afterWrite)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if left {
+				releases = append(releases, name)
+				moved = true
+			}
+			requeue = shortest(requeue, after)
 			continue
 		}
 		before := record.Profiles[name].Current
@@ -218,24 +228,32 @@ func writeRecord(node *corev1.Node, record engine.Record) {
 }
 
 // selected returns the names of the profiles that select the node, and
-// their compiled forms (the last valid generation of each).
-func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) ([]string, map[string]*compiled) {
-	var names []string
-	specs := map[string]*compiled{}
+// their compiled forms (the last valid generation of each). A deleted
+// profile (its finalizer holds it until its nodes have left) selects no
+// node. stranded are the profiles that select the node but have no
+// generation that compiles, with why: the node can neither move on in them
+// nor leave them until someone fixes or deletes the profile.
+func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) (names []string, specs map[string]*compiled, stranded map[string]error) {
+	specs, stranded = map[string]*compiled{}, map[string]error{}
 	for i := range profiles {
 		p := &profiles[i]
-		ok, err := engine.Selects(p, node)
-		if err != nil || !ok {
+		c, err := r.profiles.get(p)
+		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		c, _ := r.profiles.get(p)
 		if c == nil {
-			continue // never compiled: the profile's status says why
+			if ok, selErr := engine.Selects(p, node); selErr == nil && ok {
+				stranded[p.Name] = err
+			}
+			continue
+		}
+		if ok, err := engine.Selects(c.spec, node); err != nil || !ok {
+			continue
 		}
 		names = append(names, p.Name)
 		specs[p.Name] = c
 	}
-	return names, specs
+	return names, specs, stranded
 }
 
 // step evaluates one profile for the node and, if a transition passes and
@@ -562,14 +580,16 @@ func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
 	return !apierrors.IsNotFound(err)
 }
 
-// sweepSlots gives back maxMaintenance slots whose holder is out of
-// maintenance: left by a manager stopped between writing a node out of
-// maintenance and giving its slot back. It runs at start and every
+// sweep gives back maxMaintenance slots whose holder is out of
+// maintenance (left by a manager stopped between writing a node out of
+// maintenance and giving its slot back), and deletes the NodeMaintenances
+// no profile needs (sweepOrphans). It runs at start and every
 // slotSweepInterval while the manager leads.
-func (r *Reconciler) sweepSlots(ctx context.Context) error {
+func (r *Reconciler) sweep(ctx context.Context) error {
 	ticker := time.NewTicker(slotSweepInterval)
 	defer ticker.Stop()
 	for {
+		_ = r.sweepOrphans(ctx)
 		list := &pitstopv1alpha1.MaintenanceProfileList{}
 		if err := r.client.List(ctx, list); err == nil {
 			budgets := map[string]bool{allProfilesBudgetKey: true}

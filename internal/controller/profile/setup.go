@@ -99,7 +99,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(manager.RunnableFunc(r.sweepSlots)); err != nil {
+	if err := mgr.Add(manager.RunnableFunc(r.sweep)); err != nil {
 		return nil, err
 	}
 	if err := pitstopmetrics.Replace(newFleetCollector(mgr.GetClient(), r.records, r.profiles, r.slots, r.clock)); err != nil {

@@ -2,7 +2,11 @@ package profile
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,9 +18,11 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
 // statusReconciler writes each profile's status: whether it is valid, and
@@ -73,8 +79,22 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !p.DeletionTimestamp.IsZero() {
+		return s.release(ctx, p)
+	}
+	if !controllerutil.ContainsFinalizer(p, pitstopv1alpha1.FinalizerMaintenanceProfile) {
+		held := p.DeepCopy()
+		controllerutil.AddFinalizer(held, pitstopv1alpha1.FinalizerMaintenanceProfile)
+		if err := s.client.Patch(ctx, held, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		p = held
+	}
 	before := p.DeepCopy()
 	running, err := s.profiles.get(p)
+	if running != nil && (p.Status.LastValid == nil || p.Status.LastValid.Generation != running.spec.Generation) {
+		p.Status.LastValid = &pitstopv1alpha1.ProfileGeneration{Generation: running.spec.Generation, Spec: *running.spec.Spec.DeepCopy()}
+	}
 	valid := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "Compiled", Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the engine runs this generation", ObservedGeneration: p.Generation}
 	if err != nil {
@@ -126,6 +146,68 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	defer s.mu.Unlock()
 	s.written[p.Name] = s.clock.Now()
 	return ctrl.Result{}, nil
+}
+
+// releaseRecheck paces the status of a deleted profile while its nodes
+// leave it.
+const releaseRecheck = 2 * time.Second
+
+// release lets a deleted profile go once no node is out of operational for
+// it and none of the NodeMaintenances it made is left; until then its
+// Ready condition names the nodes still leaving it.
+func (s *statusReconciler) release(ctx context.Context, p *pitstopv1alpha1.MaintenanceProfile) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(p, pitstopv1alpha1.FinalizerMaintenanceProfile) {
+		return ctrl.Result{}, nil
+	}
+	leaving, err := s.leaving(ctx, p.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(leaving) == 0 {
+		released := p.DeepCopy()
+		controllerutil.RemoveFinalizer(released, pitstopv1alpha1.FinalizerMaintenanceProfile)
+		return ctrl.Result{}, client.IgnoreNotFound(s.client.Patch(ctx, released, client.MergeFromWithOptions(p, client.MergeFromWithOptimisticLock{})))
+	}
+	before := p.DeepCopy()
+	shown := leaving
+	if len(shown) > 10 {
+		shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(leaving)-10))
+	}
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "Releasing",
+		Message: fmt.Sprintf("deleted: %d nodes are leaving the profile (their drains undone, their slots given back): %s", len(leaving), strings.Join(shown, ", ")), ObservedGeneration: p.Generation})
+	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
+		if err := s.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return ctrl.Result{RequeueAfter: releaseRecheck}, nil
+}
+
+// leaving names the nodes that have yet to leave the profile: out of
+// operational for it, or with a NodeMaintenance it made.
+func (s *statusReconciler) leaving(ctx context.Context, profile string) ([]string, error) {
+	nodes, err := s.nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, node := range nodes {
+		rec, err := s.records.read(node)
+		if err != nil {
+			continue
+		}
+		if pr, ok := rec.Profiles[profile]; ok && pr.Current != pitstopv1alpha1.StateOperational {
+			seen[node.Name] = true
+		}
+	}
+	list := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := s.client.List(ctx, list, client.MatchingLabels{trigger.LabelProfile: profile}); err != nil {
+		return nil, err
+	}
+	for _, nm := range list.Items {
+		seen[nm.Spec.NodeName] = true
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // countsWait says how long a status change that only moves the counts
