@@ -649,6 +649,27 @@ func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, le
 	return nil
 }
 
+// EveryHolder lists the holders of every slot of every budget, read
+// through reader: the API server (Client) when a count must not lag, or
+// the cache (Cache).
+func (s *Slots) EveryHolder(ctx context.Context, reader client.Reader) (map[Key][]string, error) {
+	if s == nil || reader == nil {
+		return nil, nil
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := reader.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{LabelBudget}); err != nil {
+		return nil, fmt.Errorf("listing budget slots: %w", err)
+	}
+	out := map[Key][]string{}
+	for i := range list.Items {
+		key, ok := KeyOf(&list.Items[i])
+		if h := HolderOf(&list.Items[i]); ok && h != "" {
+			out[key] = append(out[key], h)
+		}
+	}
+	return out, nil
+}
+
 // Holders lists the nodes holding the budget's slots.
 func (s *Slots) Holders(ctx context.Context, key Key) ([]string, error) {
 	list := &coordinationv1.LeaseList{}

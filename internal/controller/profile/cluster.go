@@ -39,6 +39,9 @@ type clusterView struct {
 	lines map[string][]lineEntry
 	// selectors are the profiles' node selectors, parsed once per view.
 	selectors map[string]func(*corev1.Node) bool
+	// occupiedCached is every node under maintenance as the cache shows
+	// it, found once per view (Occupied).
+	occupiedCached map[string]bool
 }
 
 // selects says whether the profile applies to the node.

@@ -289,7 +289,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	t := transitions[d.Take]
 	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
 	if entering {
-		ok, full, why, err := r.admit(ctx, c, t, node, pr.Since.Time, now)
+		ok, full, why, err := r.admit(ctx, c, t, node, view, pr.Since.Time, now)
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "budget").Inc()
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
@@ -387,11 +387,13 @@ func (r *Reconciler) notifyDue(c *compiled, name string, node *corev1.Node, reco
 }
 
 // admit takes a slot of every budget the transition's check names
-// (maxMaintenance and stagger). All or nothing: if one is full, the slots
-// already taken are given back, and it returns the name of the full
-// budget's check and why.
-func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, since, now time.Time) (ok bool, full, why string, err error) {
+// (maxMaintenance and stagger), then checks the budgets shared by every
+// profile against all maintenance in their scope (crowded). All or
+// nothing: if one is full, the slots already taken are given back, and it
+// returns the name of the full budget's check and why.
+func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTransition, node *corev1.Node, view *clusterView, since, now time.Time) (ok bool, full, why string, err error) {
 	var taken []budget.Key
+	var shared []slotBudget
 	giveBack := func() {
 		for _, k := range taken {
 			_ = r.slots.Release(ctx, k, node.Name)
@@ -431,6 +433,14 @@ func (r *Reconciler) admit(ctx context.Context, c *compiled, t engine.CompiledTr
 		}
 		r.waiters.admitted(wakeKey, node.Name)
 		taken = append(taken, b.key)
+		if b.check != nil && !b.check.ProfileScoped {
+			shared = append(shared, b)
+		}
+	}
+	full, why, err = r.crowded(view, node, shared)
+	if err != nil || why != "" {
+		giveBack()
+		return false, full, why, err
 	}
 	return true, "", "", nil
 }
@@ -494,6 +504,10 @@ func lineKeys(c *compiled, node *corev1.Node, state pitstopv1alpha1.MaintenanceS
 type slotBudget struct {
 	key  budget.Key
 	size int
+	// name is the budget's check; check its configuration, if it is a
+	// maxMaintenance check.
+	name  string
+	check *pitstopv1alpha1.MaxMaintenanceCheck
 	// stale says a holder no longer needs its slot; it may read the API
 	// server. expired says so from the Lease alone (a stagger slot whose
 	// time ran out), or is nil.
@@ -520,14 +534,14 @@ func budgetSlots(c *compiled, checkName string, node *corev1.Node, now time.Time
 		switch {
 		case inst.MaxMaintenance != nil:
 			m := inst.MaxMaintenance
-			return slotBudget{key: maxMaintenanceKey(c.spec.Name, m, node.Labels[m.GroupBy]), size: int(m.Max)}, true
+			return slotBudget{key: maxMaintenanceKey(c.spec.Name, m, node.Labels[m.GroupBy]), size: int(m.Max), name: checkName, check: m}, true
 		case inst.Stagger != nil:
 			s := inst.Stagger
 			expired := func(_ string, l *coordinationv1.Lease) bool {
 				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(s.Duration.Duration))
 			}
 			key := budget.Key{Name: c.spec.Name + "-stagger-" + checkName}
-			return slotBudget{key: key, size: int(max(s.Parallel, 1)), stale: expired, expired: expired}, true
+			return slotBudget{key: key, size: int(max(s.Parallel, 1)), name: checkName, stale: expired, expired: expired}, true
 		}
 	}
 	return slotBudget{}, false

@@ -84,6 +84,15 @@ type Slots interface {
 	SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string
 }
 
+// Occupancy is implemented by a Cluster that knows every node pitstop has
+// under maintenance, whatever started it: the holders of every
+// maxMaintenance budget's slots, and the nodes of NodeMaintenances (a
+// user's, a drain's, a Machine's deletion). The maxMaintenance check counts
+// them against a budget shared by every profile.
+type Occupancy interface {
+	Occupied() []string
+}
+
 // Entries is implemented by a Cluster that knows when nodes entered
 // in-maintenance. The stagger check type-asserts its Cluster to it; a
 // Cluster that does not implement it lets stagger pass, since nothing can

@@ -48,7 +48,9 @@ func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) 
 // nodes in maintenance (with ProfileScoped the profile's nodes in
 // maintenance for it, otherwise every node in maintenance for any
 // profile) and, when the Cluster knows them (Slots), the nodes holding
-// the budget's slots on their way in.
+// the budget's slots on their way in; without ProfileScoped also, when the
+// Cluster knows them (Occupancy), every node under maintenance whatever
+// started it.
 func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string) int {
 	counted := map[string]bool{}
 	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
@@ -64,6 +66,17 @@ func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 		for _, holder := range slots.SlotHolders(profile, m, group) {
 			if holder != except {
 				counted[holder] = true
+			}
+		}
+	}
+	if o, ok := cluster.(Occupancy); ok && !m.ProfileScoped {
+		inGroup := map[string]bool{}
+		for _, n := range cluster.Nodes() {
+			inGroup[n.Name] = m.GroupBy == "" || n.Labels[m.GroupBy] == group
+		}
+		for _, name := range o.Occupied() {
+			if name != except && inGroup[name] {
+				counted[name] = true
 			}
 		}
 	}
