@@ -23,7 +23,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
-	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
@@ -302,10 +301,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
-	if _, err := profile.Setup(mgr, profile.Options{
+	profiles, err := profile.Setup(mgr, profile.Options{
 		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
 		SlackAPIURL: slackAPIURL(opts.SlackAPIURL),
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
 	}
 	if opts.Medik8sCompat {
@@ -324,7 +324,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.DashboardAddr != "0" {
-		if err := setupDashboard(mgr, opts.DashboardAddr, log); err != nil {
+		if err := setupDashboard(mgr, opts.DashboardAddr, profiles, log); err != nil {
 			return nil, err
 		}
 	}
@@ -332,10 +332,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 }
 
 // setupDashboard serves the dashboard from this replica's cache, leader or
-// not. Events are the exception: they are read from the API server, a
-// node's at a time, so that no informer holds every Event of the cluster.
-func setupDashboard(mgr ctrl.Manager, addr string, log logr.Logger) error {
-	h := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), check.Deps{Prometheus: check.NewPrometheusClient()})
+// not, with the profile engine's last decisions about each node (a standby
+// has made none: it serves the results the leader recorded on the nodes).
+// Events are read from the API server, a node's at a time, so that no
+// informer holds every Event of the cluster.
+func setupDashboard(mgr ctrl.Manager, addr string, profiles *profile.Reconciler, log logr.Logger) error {
+	h := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
 	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log.WithName("dashboard")}); err != nil {
 		return fmt.Errorf("adding the dashboard: %w", err)
 	}
