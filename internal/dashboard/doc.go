@@ -5,7 +5,8 @@
 // cache, except Events, which it lists from the API server one node at a
 // time. It never writes to the cluster, never decides anything and runs no
 // check but the clock's (timeWindow, freeze): the explanations come from
-// internal/explain over the profile engine's last decisions.
+// internal/explain over the profile engine's last decisions. Off loopback,
+// Access lets in only users the API server authenticates and allows.
 //
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list,namespace=default
 package dashboard
