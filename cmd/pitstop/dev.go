@@ -48,7 +48,6 @@ func newDevCommand() *cobra.Command {
 	o.manager.LeaderElection = false // the demo is the only manager of its cluster
 	o.manager.MetricsAddr = "127.0.0.1:8080"
 	o.manager.HealthAddr = "127.0.0.1:8081"
-	o.manager.DashboardAddr = "127.0.0.1:8082"
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Start a local cluster of simulated nodes and run pitstop against it",
@@ -205,6 +204,9 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	dashboard := ""
 	if o.manager.DashboardAddr != "0" {
 		dashboard = "\nDashboard: " + dashboardURL(o.manager.DashboardAddr) + " (the fleet and each node, live)\n"
+		if !manager.IsLoopback(o.manager.DashboardAddr) {
+			dashboard += "It listens off loopback, so every request needs a bearer token of a user allowed to get /pitstop/dashboard.\n"
+		}
 	}
 	fmt.Fprintf(out, `Local cluster ready in %.1fs: %d nodes Ready, sample workloads running in namespace %s.
 pitstop is running against it (log: %s).

@@ -31,7 +31,8 @@ it runs, its nodes per state, and why each node that is not operational
 waits, longest first.
 
 The checks are evaluated the way the manager evaluates them, from the
-cluster as it is now; nothing is changed. The cluster is the one kubectl
+cluster as it is now (a prometheusInstant check queries Prometheus); nothing
+is changed. The dashboard shows the manager's last evaluation instead. The cluster is the one kubectl
 uses: --kubeconfig, else $KUBECONFIG or ~/.kube/config, at --context or
 the current context, else the in-cluster service account. Installed as
 kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,

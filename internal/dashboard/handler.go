@@ -14,7 +14,6 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/explain"
-	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
 // assets are the pages, the script and the style sheet: plain files, no
@@ -51,10 +50,12 @@ type apiError struct {
 	Error string `json:"error"`
 }
 
-// NewHandler reads objects from reader (the manager's cache) and Events
-// from events (the API server).
-func NewHandler(reader, events client.Reader, deps check.Deps) *Handler {
-	h := &Handler{reader: reader, events: events, evaluator: profile.NewEvaluator(reader, deps), mux: http.NewServeMux()}
+// NewHandler reads objects from reader (the manager's cache), Events from
+// events (the API server), and each node's evaluations from evaluator:
+// in the manager, the profile engine's last decisions
+// (profile.Reconciler.Evaluator), so that no request runs a check.
+func NewHandler(reader, events client.Reader, evaluator *profile.Evaluator) *Handler {
+	h := &Handler{reader: reader, events: events, evaluator: evaluator, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/v1/fleet", h.fleet)
 	h.mux.HandleFunc("GET /api/v1/nodes/{name}", h.node)
 	h.mux.HandleFunc("GET /api/v1/profiles/{name}", h.profile)

@@ -21,6 +21,9 @@ type Server struct {
 	Addr    string
 	Handler http.Handler
 	Log     logr.Logger
+	// Authenticated says Handler lets only authorized users in (Access);
+	// it is logged.
+	Authenticated bool
 }
 
 // Start listens on Addr and serves until ctx ends.
@@ -35,7 +38,7 @@ func (s *Server) Start(ctx context.Context) error {
 		// Requests end with the manager.
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
-	s.Log.Info("Serving the dashboard", "addr", ln.Addr().String())
+	s.Log.Info("Serving the dashboard", "addr", ln.Addr().String(), "bearerTokenRequired", s.Authenticated)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

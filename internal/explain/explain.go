@@ -66,7 +66,9 @@ type Event struct {
 const maxEvents = 10
 
 // Node builds the report of one node from reader (the API server for the
-// command line, the manager's cache for the dashboard), and its Events from
+// command line, the manager's cache for the dashboard), its profiles'
+// evaluations from ev (evaluated now for the command line, the engine's
+// last decisions for the dashboard), and its Events from
 // events, which must read the API server: Events are listed with a field
 // selector on the node, which a cache would serve only by holding every
 // Event of the cluster.

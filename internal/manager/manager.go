@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -23,7 +24,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
-	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
@@ -31,11 +31,15 @@ import (
 // `pitstop run`; Validate names that flag when a value cannot work.
 type Options struct {
 	// MetricsAddr serves Prometheus metrics at /metrics; "0" turns it off.
+	// Off a loopback IP, a scrape needs a bearer token of a user allowed to
+	// get the non-resource URL /metrics.
 	MetricsAddr string
 	// HealthAddr serves /healthz and /readyz; "0" turns it off.
 	HealthAddr string
 	// DashboardAddr serves the read-only dashboard and its JSON API; "0"
-	// turns it off. Every replica serves it, leader or not.
+	// turns it off. Every replica serves it, leader or not. Off a loopback
+	// IP, every request needs a bearer token of a user allowed to get
+	// dashboard.AccessPath.
 	DashboardAddr string
 	// PprofAddr serves Go's runtime profiles at /debug/pprof/; "0" (the
 	// default) turns it off. Bind it to localhost: profiles reveal internals.
@@ -103,7 +107,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:             ":8080",
 		HealthAddr:              ":8081",
-		DashboardAddr:           ":8082",
+		DashboardAddr:           "127.0.0.1:8082",
 		PprofAddr:               "0",
 		MachineProviders:        []string{"aws"},
 		MachineDrainOnTimeout:   string(pitstopv1alpha1.DrainTimeoutFail),
@@ -274,7 +278,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme.New(),
 		Logger:                        log,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsOptions(opts.MetricsAddr),
 		HealthProbeBindAddress:        opts.HealthAddr,
 		PprofBindAddress:              opts.PprofAddr,
 		WebhookServer:                 opts.Webhook.server(),
@@ -302,10 +306,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
-	if _, err := profile.Setup(mgr, profile.Options{
+	profiles, err := profile.Setup(mgr, profile.Options{
 		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
 		SlackAPIURL: slackAPIURL(opts.SlackAPIURL),
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
 	}
 	if opts.Medik8sCompat {
@@ -324,22 +329,58 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.DashboardAddr != "0" {
-		if err := setupDashboard(mgr, opts.DashboardAddr, log); err != nil {
+		if err := setupDashboard(mgr, opts.DashboardAddr, profiles, log); err != nil {
 			return nil, err
 		}
 	}
 	return mgr, nil
 }
 
+// metricsOptions serves the metrics on addr: off a loopback IP, only to a
+// bearer token the API server accepts (TokenReview) of a user it allows to
+// get the non-resource URL /metrics (SubjectAccessReview), as
+// controller-runtime's filter asks them; it keeps the answers a minute (a
+// denial 30 seconds).
+func metricsOptions(addr string) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if addr != "0" && !IsLoopback(addr) {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
 // setupDashboard serves the dashboard from this replica's cache, leader or
-// not. Events are the exception: they are read from the API server, a
-// node's at a time, so that no informer holds every Event of the cluster.
-func setupDashboard(mgr ctrl.Manager, addr string, log logr.Logger) error {
-	h := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), check.Deps{Prometheus: check.NewPrometheusClient()})
-	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log.WithName("dashboard")}); err != nil {
+// not, with the profile engine's last decisions about each node (a standby
+// has made none: it serves the results the leader recorded on the nodes).
+// Events are read from the API server, a node's at a time, so that no
+// informer holds every Event of the cluster. Off a loopback IP, a request
+// needs a bearer token of a user allowed to get dashboard.AccessPath.
+func setupDashboard(mgr ctrl.Manager, addr string, profiles *profile.Reconciler, log logr.Logger) error {
+	log = log.WithName("dashboard")
+	var h http.Handler = dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
+	authenticated := !IsLoopback(addr)
+	if authenticated {
+		access, err := dashboard.NewAccess(mgr.GetConfig(), mgr.GetHTTPClient(), log)
+		if err != nil {
+			return err
+		}
+		h = access.Wrap(h)
+	}
+	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log, Authenticated: authenticated}); err != nil {
 		return fmt.Errorf("adding the dashboard: %w", err)
 	}
 	return nil
+}
+
+// IsLoopback says whether a valid listen address is on a loopback IP
+// (127.0.0.1, ::1): only the pod itself, or the machine pitstop runs on,
+// reaches it. A kubectl port-forward into the pod is such a reach, which
+// the API server allows only to users granted pods/portforward. A host
+// name counts as not loopback, whatever it resolves to.
+func IsLoopback(addr string) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // slackAPIURL ends the Slack API's base URL with the slash the Slack

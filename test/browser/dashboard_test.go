@@ -77,7 +77,8 @@ func rollingReboot(now time.Time) *pitstopv1alpha1.MaintenanceProfile {
 }
 
 // TestDashboardInChromium runs the dashboard of a manager against a local
-// cluster of four kwok workers and reads it in Chromium:
+// cluster of four kwok workers and reads it in Chromium, on loopback as a
+// person reaches it through kubectl port-forward (no token):
 //
 //   - worker-000 needs a reboot but is not approved: maintenance-required,
 //     held by the failing check "approved";
@@ -110,6 +111,8 @@ func TestDashboardInChromium(t *testing.T) {
 		awaitPage(t, browser, "the profile's state", text(`[data-profile="rolling-reboot"] h2`), containsAll("maintenance-required", "since"))
 		awaitPage(t, browser, "the passing checks", text(`[data-check="window"]`), containsAll("PASS", "is open"))
 		awaitPage(t, browser, "the next change", text(".next-change"), containsAll("Next change"))
+		// The answer is the engine's, not one evaluated for the page.
+		awaitPage(t, browser, "when the engine evaluated it", text(`[data-profile="rolling-reboot"] .evaluated`), containsAll("Evaluated by the engine", "ago"))
 		screenshot(t, browser, "dashboard-node.png")
 	})
 

@@ -2,6 +2,7 @@ package install
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,8 +65,49 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 					}
 				}
 			}
-			if s := find(objs, "Service", namespace, "pitstop-dashboard"); s == nil || s.Object["spec"].(map[string]any)["type"] != "ClusterIP" {
-				t.Errorf("the dashboard's Service is not ClusterIP: %v", s)
+			// The dashboard listens on loopback, for kubectl port-forward:
+			// nothing leads to it from the pod network.
+			assertArgs(t, d, []string{"--dashboard-addr=127.0.0.1:8082", "--metrics-bind-address=:8080"}, nil)
+			if s := find(objs, "Service", namespace, "pitstop-dashboard"); s != nil {
+				t.Error("a Service leads to the dashboard, which listens on loopback")
+			}
+			for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+				if p.Name == "dashboard" {
+					t.Errorf("the container declares the dashboard's port %d, which listens on loopback", p.ContainerPort)
+				}
+			}
+			assertAccessRoles(t, objs, nil)
+		}},
+		{"an exposed dashboard listens on the pod's network behind its Service", []string{"dashboard.expose=true", "dashboard.service.type=LoadBalancer"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			assertArgs(t, deployment(t, objs), []string{"--dashboard-addr=:8082"}, nil)
+			if s := find(objs, "Service", namespace, "pitstop-dashboard"); s == nil || s.Object["spec"].(map[string]any)["type"] != "LoadBalancer" {
+				t.Errorf("the dashboard's Service is not the LoadBalancer asked for: %v", s)
+			}
+			np := find(objs, "NetworkPolicy", namespace, "pitstop")
+			if np == nil || !strings.Contains(fmt.Sprint(np.Object["spec"]), "port:dashboard") {
+				t.Errorf("the NetworkPolicy does not let the dashboard be reached: %v", np)
+			}
+		}},
+		{"viewers and readers are bound to the access roles, Prometheus sends its token", []string{
+			"metrics.serviceMonitor.enabled=true",
+			"dashboard.viewers[0].kind=Group", "dashboard.viewers[0].name=sre",
+			"metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring",
+		}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			assertAccessRoles(t, objs, map[string]string{"pitstop-dashboard-viewer": "Group/sre", "pitstop-metrics-reader": "ServiceAccount/monitoring/prometheus"})
+			sm := find(objs, "ServiceMonitor", namespace, "pitstop")
+			if sm == nil {
+				t.Fatal("no ServiceMonitor")
+			}
+			endpoint := sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+			if endpoint["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+				t.Errorf("the ServiceMonitor sends no bearer token: %v", endpoint)
+			}
+		}},
+		{"the ServiceMonitor sends the token of a Secret", []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.bearerTokenSecret.name=scraper", "metrics.serviceMonitor.bearerTokenSecret.key=token"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			endpoint := find(objs, "ServiceMonitor", namespace, "pitstop").Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+			want := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "scraper", "key": "token"}}
+			if !equality.Semantic.DeepEqual(endpoint["authorization"], want) || endpoint["bearerTokenFile"] != nil {
+				t.Errorf("the ServiceMonitor's endpoint %v, want the authorization %v alone", endpoint, want)
 			}
 		}},
 		{"every feature on", everything, func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -106,6 +149,11 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 					t.Errorf("a %s though it is off", kind)
 				}
 			}
+			for _, role := range []string{"pitstop-dashboard-viewer", "pitstop-metrics-reader"} {
+				if find(objs, "ClusterRole", "", role) != nil {
+					t.Errorf("ClusterRole %s though what it grants is off", role)
+				}
+			}
 		}},
 		{"cert-manager issues the webhook's certificate", []string{"webhook.certManager.enabled=true"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			assertArgs(t, deployment(t, objs), []string{"--webhook-manage-certificate=false"}, nil)
@@ -142,6 +190,8 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"machineAPI.providers={gce}", "/machineAPI/providers/0"},
 		{"podAntiAffinity=always", "/podAntiAffinity"},
 		{"dashbord.enabled=false", "dashbord"},
+		{"dashboard.expose=yes", "/dashboard/expose"},
+		{"metrics.readers[0].kind=ServiceAccount,metrics.readers[0].name=prometheus", "/metrics/readers/0"},
 		{"leaderElection.leaseDuration=15 seconds", "/leaderElection/leaseDuration"},
 		{"image.digest=latest", "/image/digest"},
 	} {
@@ -214,6 +264,48 @@ func TestChartWebhooksAreTheManagers(t *testing.T) {
 			g, _ := json.MarshalIndent(got, "", "  ")
 			w, _ := json.MarshalIndent(want[i], "", "  ")
 			t.Errorf("webhook %d differs:\nchart:   %s\nmanager: %s", i, g, w)
+		}
+	}
+}
+
+// assertAccessRoles checks that the ClusterRoles pitstop-dashboard-viewer
+// and pitstop-metrics-reader grant get on their non-resource URL and
+// nothing else, and that each is bound to the one subject of bound
+// ("Kind/name" or "Kind/namespace/name"), or to nobody.
+func assertAccessRoles(t *testing.T, objs []*unstructured.Unstructured, bound map[string]string) {
+	t.Helper()
+	for role, url := range map[string]string{"pitstop-dashboard-viewer": "/pitstop/dashboard", "pitstop-metrics-reader": "/metrics"} {
+		obj := find(objs, "ClusterRole", "", role)
+		if obj == nil {
+			t.Errorf("no ClusterRole %s", role)
+			continue
+		}
+		r := &rbacv1.ClusterRole{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, r); err != nil {
+			t.Fatal(err)
+		}
+		want := []rbacv1.PolicyRule{{NonResourceURLs: []string{url}, Verbs: []string{"get"}}}
+		if !equality.Semantic.DeepEqual(r.Rules, want) {
+			t.Errorf("ClusterRole %s grants %+v, want %+v", role, r.Rules, want)
+		}
+		b := find(objs, "ClusterRoleBinding", "", role)
+		switch {
+		case bound[role] == "" && b != nil:
+			t.Errorf("ClusterRole %s is bound though nobody is named", role)
+		case bound[role] != "":
+			binding := &rbacv1.ClusterRoleBinding{}
+			if b != nil {
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.Object, binding); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, s := range binding.Subjects {
+				got = append(got, strings.Join(slices.DeleteFunc([]string{s.Kind, s.Namespace, s.Name}, func(p string) bool { return p == "" }), "/"))
+			}
+			if binding.RoleRef.Name != role || !slices.Equal(got, []string{bound[role]}) {
+				t.Errorf("ClusterRole %s is bound to %v (binding %q), want %s", role, got, binding.RoleRef.Name, bound[role])
+			}
 		}
 	}
 }

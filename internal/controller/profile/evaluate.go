@@ -16,21 +16,31 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
-// Evaluation is a profile's answer for a node right now: where the node
-// stands, and every transition of its state with each check's result and
-// reason. It is what the dashboard's node page and `pitstop explain` show.
+// Evaluation is a profile's answer for a node: where the node stands, and
+// every transition of its state with each check's result and reason. It is
+// what the dashboard's node page and `pitstop explain` show.
 type Evaluation struct {
 	Profile string               `json:"profile"`
 	Record  engine.ProfileRecord `json:"record"`
 	// Decision is empty when Error is set.
 	Decision engine.Decision `json:"decision"`
+	// Evaluated is when the checks of Decision ran: the engine's last
+	// evaluation of the node for the dashboard, now for `pitstop explain`.
+	// Absent when Recorded.
+	Evaluated *time.Time `json:"evaluated,omitempty"`
+	// Recorded says that Decision is rebuilt from the check results the
+	// engine recorded on the node, without their reasons: the replica that
+	// answers has not evaluated the node since it started (it is on
+	// standby, say).
+	Recorded bool `json:"recorded,omitempty"`
 	// Error says why the profile cannot be evaluated (it does not compile).
 	Error string `json:"error,omitempty"`
 }
 
 // Evaluator evaluates nodes the way the engine does, without changing
-// anything: from the manager's cache in the manager, from the API server
-// in the command line.
+// anything: from the API server in the command line, where it runs the
+// checks; from the manager's cache in the dashboard, where it serves the
+// engine's last decisions instead (Reconciler.Evaluator).
 type Evaluator struct {
 	reader   client.Reader
 	profiles *registry
@@ -38,9 +48,12 @@ type Evaluator struct {
 	// slots reads the budgets' slot Leases, in any namespace, through
 	// reader.
 	slots *budget.Slots
+	// decided, when set, has each node's decisions: they are served rather
+	// than the checks run.
+	decided *Reconciler
 }
 
-// NewEvaluator evaluates from reader.
+// NewEvaluator evaluates from reader, running the checks.
 func NewEvaluator(reader client.Reader, deps check.Deps) *Evaluator {
 	return &Evaluator{reader: reader, profiles: newRegistry(deps), records: newRecordCache(), slots: &budget.Slots{Cache: reader}}
 }
@@ -106,8 +119,13 @@ func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.No
 		if err != nil {
 			ev.Error = err.Error()
 		}
-		if c != nil {
+		switch {
+		case c == nil:
+		case e.decided != nil:
+			e.served(&ev, c, node.Name, record, now)
+		default:
 			_, ev.Decision = evaluate(ctx, c, node, record, view, now)
+			ev.Evaluated = &now
 			if t := ev.Decision.Take; t >= 0 {
 				ev.Decision.Evaluations[t].Blocked = e.waiting(ctx, c, node, pr, t, now)
 				if ev.Decision.Evaluations[t].Blocked == "" {
@@ -119,6 +137,16 @@ func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.No
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Profile < out[j].Profile })
 	return out, nil
+}
+
+// served fills in the engine's last decision about the node in profile c,
+// or the one its record tells when this replica has made none.
+func (e *Evaluator) served(ev *Evaluation, c *compiled, node string, record engine.Record, now time.Time) {
+	if last, ok := e.decided.lastDecision(node, ev.Profile, ev.Record); ok {
+		ev.Decision, ev.Evaluated = last.decision, &last.at
+		return
+	}
+	ev.Decision, ev.Recorded = recordedDecision(c, record, ev.Profile, now), true
 }
 
 // waiting says what a transition whose check passes still waits for: a

@@ -14,7 +14,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
@@ -33,7 +32,7 @@ func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
 		waiters:   newWaiters(),
 		written:   newWrittenNodes(),
 		nodes:     listNodes(c),
-		decisions: map[string]map[string]engine.Decision{},
+		decisions: map[string]map[string]decided{},
 	}
 }
 

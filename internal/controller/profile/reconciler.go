@@ -59,10 +59,10 @@ type Reconciler struct {
 	// nodes lists the cached nodes for checks that count over the fleet.
 	nodes nodeLister
 
-	// decisions keeps each node's last evaluation per profile, for the
-	// dashboard and `pitstop explain`.
+	// decisions keeps each node's last evaluation per profile, for its
+	// notifications and the dashboard (decided.go).
 	mu        sync.Mutex
-	decisions map[string]map[string]engine.Decision
+	decisions map[string]map[string]decided
 }
 
 // Reconcile evaluates every profile of the node and writes the node once.
@@ -76,6 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				if apierrors.IsNotFound(err) {
 					r.waiters.set(req.Name, nil, nil, time.Time{}, time.Time{})
 					r.written.forget(req.Name)
+					r.forget(req.Name)
 				}
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
@@ -269,7 +270,9 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	pr := record.Profiles[name]
 	transitions := c.engine.Transitions[pr.Current]
 	in, d := evaluate(ctx, c, node, *record, view, now)
-	r.remember(node.Name, name, d)
+	// Kept again each time the step learns why the transition waits.
+	remember := func() { r.remember(node.Name, name, pr, d, now) }
+	remember()
 	passed := passedChecks(in)
 	record.SetChecks(name, passed)
 	requeue := until(d.NextChange, now)
@@ -283,7 +286,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	}
 	if why := waitingToRetry(pr, now); why != "" {
 		d.Evaluations[d.Take].Blocked = why
-		r.remember(node.Name, name, d)
+		remember()
 		return until(pr.RetryAt.Time, now), false, nil
 	}
 	t := transitions[d.Take]
@@ -293,7 +296,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "budget").Inc()
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
-			r.remember(node.Name, name, d)
+			remember()
 			return 0, false, fmt.Errorf("taking a budget slot: %w", err)
 		}
 		if !ok {
@@ -302,7 +305,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 				wait.inLine = []string{budgetWakeKey(b.key)}
 			}
 			d.Evaluations[d.Take].Blocked = why
-			r.remember(node.Name, name, d)
+			remember()
 			// The slots, not the cached count, say whether the budget is
 			// full: the record says the budget check failed, as it will
 			// at the next evaluation once the cache has caught up, rather
@@ -321,12 +324,12 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
 			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)
-			r.remember(node.Name, name, d)
+			remember()
 			return 0, false, fmt.Errorf("trigger %s: %w", tn, err)
 		}
 		if !done {
 			d.Evaluations[d.Take].Blocked = status
-			r.remember(node.Name, name, d)
+			remember()
 			return shortest(requeue, triggerRetry), false, nil // a watch wakes it sooner
 		}
 	}
@@ -690,22 +693,13 @@ func (r *Reconciler) wakeKeys(c *compiled, node *corev1.Node, state pitstopv1alp
 func budgetWakeKey(k budget.Key) string    { return "budget/" + k.Name + "/" + k.Group }
 func profileWakeKey(profile string) string { return "profile/" + profile }
 
-func (r *Reconciler) remember(node, profile string, d engine.Decision) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.decisions[node] == nil {
-		r.decisions[node] = map[string]engine.Decision{}
-	}
-	r.decisions[node][profile] = d
-}
-
 // Decisions returns the last evaluation of each profile for a node.
 func (r *Reconciler) Decisions(node string) map[string]engine.Decision {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]engine.Decision{}
 	for k, v := range r.decisions[node] {
-		out[k] = v
+		out[k] = v.decision
 	}
 	return out
 }

@@ -62,7 +62,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		records:   newRecordCache(),
 		waiters:   newWaiters(),
 		written:   newWrittenNodes(),
-		decisions: map[string]map[string]engine.Decision{},
+		decisions: map[string]map[string]decided{},
 	}
 	nodes, err := informerNodes(mgr.GetCache())
 	if err != nil {

@@ -201,6 +201,10 @@ function renderEvaluation(e, now) {
   const section = el("section", { class: "profile", "data-profile": e.profile },
     el("h2", {}, "Profile ", el("code", {}, e.profile), ": ", stateBadge(e.record.current), " since ", when(e.record.since, now)),
     e.error && el("p", { class: "error" }, "Cannot evaluate: " + e.error),
+    // The answer is the engine's last evaluation, not one made for this page.
+    e.evaluated && el("p", { class: "evaluated" }, "Evaluated by the engine ", when(e.evaluated, now), "."),
+    e.recorded && el("p", { class: "evaluated recorded" },
+      "This replica has not evaluated the node (it is on standby, or has just started): each check's result is the one the engine recorded on the node, without its reason."),
     e.record.failures > 0 && el("p", { class: "error" }, e.record.failures + " failed attempts in a row; last: " + e.record.lastError));
   // engine.Decision has no JSON tags: its keys are its Go field names, as
   // in `pitstop explain -o json`.

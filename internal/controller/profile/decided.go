@@ -1,0 +1,114 @@
+package profile
+
+import (
+	"slices"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// decided is the engine's last evaluation of a node in one profile: the
+// decision, the state it was made in (entered at since), and when.
+type decided struct {
+	state    pitstopv1alpha1.MaintenanceState
+	since    time.Time
+	at       time.Time
+	decision engine.Decision
+}
+
+// remember keeps the decision the step made for a node in state pr. The
+// step goes on writing why its transition waits into d after this call:
+// the evaluations are copied, so that what the dashboard reads meanwhile
+// never changes under it.
+func (r *Reconciler) remember(node, profile string, pr engine.ProfileRecord, d engine.Decision, now time.Time) {
+	d.Evaluations = slices.Clone(d.Evaluations)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.decisions[node] == nil {
+		r.decisions[node] = map[string]decided{}
+	}
+	r.decisions[node][profile] = decided{state: pr.Current, since: pr.Since.Time, at: now, decision: d}
+}
+
+// forget drops the decisions about a node that is gone.
+func (r *Reconciler) forget(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.decisions, node)
+}
+
+// lastDecision is the engine's last decision for the node in profile,
+// made in the state the node is in (pr); false when this replica has made
+// none since it started (it is on standby, say) or the node has moved on
+// since.
+func (r *Reconciler) lastDecision(node, profile string, pr engine.ProfileRecord) (decided, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.decisions[node][profile]
+	if !ok || d.state != pr.Current || !d.since.Equal(pr.Since.Time) {
+		return decided{}, false
+	}
+	return d, true
+}
+
+// Evaluator returns an Evaluator that reads through reader (the manager's
+// cache) and runs no check: a node's evaluations are the engine's last
+// decisions about it, which this Reconciler keeps. It is what the
+// dashboard serves, so that no request costs a check (a prometheusInstant
+// check, a query to Prometheus); the engine evaluates a node whenever it
+// or what its checks read changes, and when a check's answer is due to
+// change by itself. Where this replica has no decision about a node (it is
+// on standby, or has not reached the node since it started), the decision
+// is rebuilt from the results the engine recorded on the node
+// (recordedDecision). The fleet view still answers timeWindow and freeze
+// checks for now: they read the clock and nothing else.
+func (r *Reconciler) Evaluator(reader client.Reader) *Evaluator {
+	return &Evaluator{reader: reader, profiles: r.profiles, records: r.records, slots: &budget.Slots{Cache: reader}, decided: r}
+}
+
+// Reasons given for the check results of a recordedDecision.
+const (
+	recordedPass = "passed on the engine's last evaluation (its reason is known to the replica that made it)"
+	recordedFail = "failed on the engine's last evaluation (its reason is known to the replica that made it)"
+	notRecorded  = "not evaluated yet"
+	// recordedBlocked is why a transition whose checks passed, as
+	// recorded, is not taken: the record does not say.
+	recordedBlocked = "its checks passed on the engine's last evaluation; what it waits for (a trigger, a budget slot) is known to the replica that made it"
+)
+
+// recordedDecision rebuilds the decision about the node in profile c from
+// the record alone: each check of the current state's transitions passed
+// or failed as the engine last recorded it on the node, without a reason.
+func recordedDecision(c *compiled, record engine.Record, profile string, now time.Time) engine.Decision {
+	pr := record.Profiles[profile]
+	in := engine.Input{State: pr.Current, Transitions: c.engine.Transitions[pr.Current], Results: map[string]check.Result{}, Errors: map[string]error{}}
+	if held := record.HeldBy(); held != "" && held != profile {
+		in.HeldElsewhere = held
+	}
+	for _, t := range in.Transitions {
+		for _, n := range t.Expression.Names() {
+			passed, ok := pr.Checks[n]
+			switch {
+			case !ok:
+				in.Results[n] = check.Result{Reason: notRecorded}
+			case passed:
+				in.Results[n] = check.Result{Passed: true, Reason: recordedPass}
+			default:
+				in.Results[n] = check.Result{Reason: recordedFail}
+			}
+		}
+	}
+	d := engine.Decide(in)
+	if d.Take >= 0 {
+		d.Evaluations[d.Take].Blocked = waitingToRetry(pr, now)
+		if d.Evaluations[d.Take].Blocked == "" {
+			d.Evaluations[d.Take].Blocked = recordedBlocked
+		}
+	}
+	return d
+}
