@@ -48,7 +48,7 @@ func (r *Reconciler) leave(ctx context.Context, name string, node *corev1.Node, 
 		nm = nil // another's: a user's, or another profile's
 	}
 	waiting := func(what string) {
-		r.remember(node.Name, name, leavingDecision(pr.Current, what))
+		r.remember(node.Name, name, pr, leavingDecision(pr.Current, what), r.clock.Now())
 	}
 	if nm != nil && nm.DeletionTimestamp.IsZero() {
 		if err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); err != nil && !apierrors.IsNotFound(err) {
@@ -64,7 +64,7 @@ func (r *Reconciler) leave(ctx context.Context, name string, node *corev1.Node, 
 		return false, leaveRecheck, nil
 	}
 	delete(record.Profiles, name)
-	r.forget(node.Name, name)
+	r.forgetProfile(node.Name, name)
 	*afterWrite = append(*afterWrite, func() {
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventLeftProfile, "Leave",
 			"the node left profile %s, which no longer selects it, while %s: its drain (if any) undone and its budget slots given back; labels and annotations the profile's triggers set are left as they are", name, pr.Current)
@@ -89,14 +89,14 @@ func (r *Reconciler) strand(node *corev1.Node, name string, pr engine.ProfileRec
 		return
 	}
 	what := fmt.Sprintf("profile %s has no generation that compiles (%v): the node stays %s until the profile is fixed or deleted", name, why, pr.Current)
-	r.remember(node.Name, name, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{
+	r.remember(node.Name, name, pr, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{
 		Index: -1, Check: "the profile compiles", Next: pr.Current, Blocked: what,
-	}}})
+	}}}, r.clock.Now())
 	r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventStrandedProfile, "Evaluate", "%s", what)
 }
 
-// forget drops the last evaluation of a profile the node left.
-func (r *Reconciler) forget(node, profile string) {
+// forgetProfile drops the last evaluation of a profile the node left.
+func (r *Reconciler) forgetProfile(node, profile string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.decisions[node], profile)
