@@ -160,10 +160,18 @@ type NodeMaintenanceStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// StartTime is when pitstop started working on the node; drain timeouts
-	// count from here, so they survive restarts.
+	// StartTime is when pitstop started working on the node.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// DrainWaited is how long pitstop has been draining the node: the time
+	// spec.drain.timeout is measured against. It is counted by the manager
+	// that runs the drain, on its own monotonic clock, and kept here so
+	// that it survives restarts. Time while no manager ran the drain (pitstop
+	// down, or cut off from the API server until it lost its leader lease)
+	// does not count, nor does a difference between two managers' clocks.
+	// +optional
+	DrainWaited *metav1.Duration `json:"drainWaited,omitempty"`
 
 	// TotalPods is how many pods were on the node when the drain started.
 	// +optional

@@ -614,6 +614,11 @@ func (in *NodeMaintenanceStatus) DeepCopyInto(out *NodeMaintenanceStatus) {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()
 	}
+	if in.DrainWaited != nil {
+		in, out := &in.DrainWaited, &out.DrainWaited
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.PendingPods != nil {
 		in, out := &in.PendingPods, &out.PendingPods
 		*out = make([]PodReference, len(*in))

@@ -3,12 +3,14 @@ package nodemaintenance
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,10 +55,14 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 		nm.Status.EvictionPods = int32(plan.Remaining())
 	}
 	if plan.Done() {
+		r.drainClock.forget(nm.UID)
 		r.markDrained(nm, s.now)
 		return 0, false, nil
 	}
-	if timedOut(nm, s.now) {
+	waited := r.drainClock.waited(nm, s.now)
+	nm.Status.DrainWaited = &metav1.Duration{Duration: waited.Truncate(time.Second)}
+	if timedOut(nm, waited) {
+		r.drainClock.forget(nm.UID)
 		return r.onTimeout(ctx, s, plan)
 	}
 
@@ -79,7 +85,7 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	if backoff == 0 && evicted.Count(drain.Refused) > 0 {
 		backoff = retryInterval(nm)
 	}
-	return requeueFor(nm, evicted, deleted, backoff, s.now), true, nil
+	return requeueFor(nm, evicted, deleted, backoff, waited), true, nil
 }
 
 // planOptions turns spec.drain into plan options.
@@ -105,21 +111,55 @@ func excludesDraining(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) bo
 	return onNM || onNode
 }
 
-// drainDeadline is when the drain times out: spec.drain.timeout after
-// status.startTime, which survives restarts. ok is false when the drain
-// has no timeout or has not started.
-func drainDeadline(nm *pitstopv1alpha1.NodeMaintenance) (deadline time.Time, ok bool) {
+// timedOut says the drain, having waited so long, has used up
+// spec.drain.timeout; never without a timeout.
+func timedOut(nm *pitstopv1alpha1.NodeMaintenance, waited time.Duration) bool {
 	t := nm.Spec.Drain.Timeout
-	if t == nil || nm.Status.StartTime == nil {
-		return time.Time{}, false
-	}
-	return nm.Status.StartTime.Add(t.Duration), true
+	return t != nil && waited >= t.Duration
 }
 
-// timedOut says the drain's deadline has passed at now.
-func timedOut(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) bool {
-	deadline, ok := drainDeadline(nm)
-	return ok && !now.Before(deadline)
+// recordedWait is how long the drain had waited as its status last said.
+func recordedWait(nm *pitstopv1alpha1.NodeMaintenance) time.Duration {
+	if nm.Status.DrainWaited == nil {
+		return 0
+	}
+	return nm.Status.DrainWaited.Duration
+}
+
+// drainClock counts how long each drain has waited, on this process's
+// monotonic clock, from what its status said when this process first ran
+// it: a manager that takes over a drain goes on from the recorded wait,
+// so neither the time no manager ran it nor a difference between the
+// managers' clocks counts against its timeout.
+type drainClock struct {
+	mu    sync.Mutex
+	first map[types.UID]drainStart
+}
+
+type drainStart struct {
+	at       time.Time // on this process's clock, with its monotonic reading
+	recorded time.Duration
+}
+
+func newDrainClock() *drainClock { return &drainClock{first: map[types.UID]drainStart{}} }
+
+// waited is how long nm's drain has waited at now.
+func (c *drainClock) waited(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start, ok := c.first[nm.UID]
+	if !ok {
+		start = drainStart{at: now, recorded: recordedWait(nm)}
+		c.first[nm.UID] = start
+	}
+	return max(start.recorded+max(now.Sub(start.at), 0), recordedWait(nm))
+}
+
+// forget drops a drain that is over.
+func (c *drainClock) forget(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.first, uid)
 }
 
 // markDrained records the end of the drain, once.
@@ -267,7 +307,7 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 // retry interval after an error, at the timeout if one is set, and
 // otherwise only as a safety net (pods leaving, and budgets allowing more
 // disruptions, wake the reconcile through watches).
-func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Result, backoff time.Duration, now time.Time) time.Duration {
+func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Result, backoff, waited time.Duration) time.Duration {
 	after := safetyRequeue
 	if backoff > 0 {
 		after = backoff
@@ -275,8 +315,8 @@ func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Resu
 	if evicted.Count(drain.Failed) > 0 || deleted.Count(drain.Failed) > 0 {
 		after = min(after, retryInterval(nm))
 	}
-	if deadline, ok := drainDeadline(nm); ok {
-		if until := deadline.Sub(now); until > 0 {
+	if t := nm.Spec.Drain.Timeout; t != nil {
+		if until := t.Duration - waited; until > 0 {
 			after = min(after, until)
 		}
 	}

@@ -86,7 +86,7 @@ func newMaintenancesCollector(reader client.Reader, clk clock.PassiveClock) *mai
 			[]string{"phase"}, nil),
 		overdue: prometheus.NewDesc(
 			"pitstop_node_maintenance_overdue",
-			"NodeMaintenances not being deleted whose node is not drained and whose spec.drain.timeout has passed since status.startTime; a drain failed by its timeout (onTimeout: Fail) counts until its NodeMaintenance is deleted.",
+			"NodeMaintenances not being deleted whose node is not drained and whose drain has waited spec.drain.timeout (status.drainWaited); a drain failed by its timeout (onTimeout: Fail) counts until its NodeMaintenance is deleted.",
 			nil, nil),
 		oldest: prometheus.NewDesc(
 			"pitstop_node_maintenance_oldest_running_seconds",
@@ -130,8 +130,9 @@ func (c *maintenancesCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
 }
 
-// drainAges counts the maintenances whose drain is past its timeout at
-// now (timedOut, as the drain itself decides it), and finds how long the
+// drainAges counts the maintenances whose drain is past its timeout
+// (timedOut on status.drainWaited, as the drain itself last recorded it),
+// and finds how long the
 // oldest has run, from status.startTime or, before its drain starts (a
 // cordon held back by quorum, say), its creation. Both count only the
 // maintenances whose node is not drained yet and that are not being
@@ -142,7 +143,7 @@ func drainAges(list []pitstopv1alpha1.NodeMaintenance, now time.Time) (overdue i
 		if !nm.DeletionTimestamp.IsZero() || isConditionTrue(nm, pitstopv1alpha1.ConditionDrained) {
 			continue
 		}
-		if timedOut(nm, now) {
+		if timedOut(nm, recordedWait(nm)) {
 			overdue++
 		}
 		start := nm.CreationTimestamp.Time

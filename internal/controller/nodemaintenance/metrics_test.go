@@ -20,7 +20,10 @@ func TestDrainAges(t *testing.T) {
 		return nm
 	}
 	started := func(ago time.Duration) edit {
-		return func(nm *pitstopv1alpha1.NodeMaintenance) { nm.Status.StartTime = &metav1.Time{Time: now.Add(-ago)} }
+		return func(nm *pitstopv1alpha1.NodeMaintenance) {
+			nm.Status.StartTime = &metav1.Time{Time: now.Add(-ago)}
+			nm.Status.DrainWaited = &metav1.Duration{Duration: ago}
+		}
 	}
 	timeout := func(d time.Duration) edit {
 		return func(nm *pitstopv1alpha1.NodeMaintenance) {

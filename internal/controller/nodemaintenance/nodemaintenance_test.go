@@ -15,7 +15,9 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
 
 const (
@@ -526,4 +528,61 @@ func TestAControlPlaneCordonWaitsForTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitCondition(t, nm, condCordoned, metav1.ConditionTrue, pitstopv1alpha1.ReasonCordoned, 10*time.Second)
+}
+
+// aheadClock is the system's clock, ahead by a fixed offset (it keeps the
+// monotonic reading).
+type aheadClock struct{ by time.Duration }
+
+func (c aheadClock) Now() time.Time                  { return time.Now().Add(c.by) }
+func (c aheadClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestATimeoutCountsOnlyTheTimeAManagerDrains: a drain's timeout is
+// measured against the time managers spent draining, each on its own
+// clock. Taken over by a manager whose clock is two minutes ahead, a
+// blocked drain with a 6 s timeout is not force-deleted at once; nor is
+// one taken over after the manager was down for longer than the timeout.
+// Each is force-deleted once the drain has waited its timeout.
+func TestATimeoutCountsOnlyTheTimeAManagerDrains(t *testing.T) {
+	testutil.Kubelet(t, env.Clientset)
+	for _, tc := range []struct {
+		name   string
+		ahead  time.Duration // the second manager's clock
+		downed time.Duration // no manager runs between the two
+	}{
+		{"clock ahead", 2 * time.Minute, 0},
+		{"manager down", 0, 8 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "waited-" + strings.ReplaceAll(tc.name, " ", "-")
+			ns := namespace(t, name)
+			create(t, testutil.Node(name))
+			managedPods(t, ns, name, "web", 1)
+			pdb(t, ns, "web", 0)
+			first := startManager(t, false)
+			nm := nodeMaintenance(name, name, func(nm *pitstopv1alpha1.NodeMaintenance) {
+				nm.Spec.Drain.Timeout = &pitstopv1alpha1.Duration{Duration: 6 * time.Second}
+				nm.Spec.Drain.OnTimeout = pitstopv1alpha1.DrainTimeoutForceDelete
+			})
+			create(t, nm)
+			awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, 15*time.Second)
+			time.Sleep(2 * time.Second)
+			first.Stop()
+			time.Sleep(tc.downed)
+
+			clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Tune: func(o *manager.Options) {
+				o.NodeMaintenance.Clock = aheadClock{by: tc.ahead}
+			}})
+			took := time.Now()
+			for end := took.Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if left := podsOn(t, ns, name); len(left) != 1 {
+					t.Fatalf("the pod was force-deleted %s after the second manager started, with at most 2 s of the 6 s timeout waited", time.Since(took).Round(100*time.Millisecond))
+				}
+			}
+			got := awaitCondition(t, nm, condDrained, metav1.ConditionTrue, pitstopv1alpha1.ReasonDrainedByForce, 15*time.Second)
+			if waited := got.Status.DrainWaited; waited == nil || waited.Duration < 6*time.Second {
+				t.Errorf("drainWaited %v once the timeout forced the drain, want at least 6s", waited)
+			}
+		})
+	}
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// LeaseNamespace holds the Lease through which the managers of the
 	// cluster take turns to check quorum and cordon a control-plane node.
 	LeaseNamespace string
+	// Clock is the time the controller reads; nil is the system's. A test
+	// sets one that runs ahead, to play a manager whose clock is off.
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions are the controller's defaults.
@@ -57,6 +60,8 @@ type Reconciler struct {
 	evicted *expectations
 	// writes paces status writes that only report progress.
 	writes *writePacer
+	// drainClock counts how long each drain has waited.
+	drainClock *drainClock
 	// controlPlane serializes the quorum check and the cordon of
 	// control-plane nodes in this process, so that two reconciles cannot
 	// each take one down on the same count; turns does it across processes.

@@ -2,6 +2,7 @@ package nodemaintenance_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,6 +69,7 @@ func TestDrainGaugesAreReadFromTheObjectsAtScrapeTime(t *testing.T) {
 		create(t, nm)
 		t.Cleanup(func() { release(nm) })
 		nm.Status.StartTime = &metav1.Time{Time: t0.Add(-s.started)}
+		nm.Status.DrainWaited = &metav1.Duration{Duration: s.started}
 		status := metav1.ConditionFalse
 		if s.drained {
 			status = metav1.ConditionTrue
@@ -89,15 +91,35 @@ func TestDrainGaugesAreReadFromTheObjectsAtScrapeTime(t *testing.T) {
 	reg.MustRegister(c)
 	for _, tc := range []struct {
 		at      time.Time
+		waited  time.Duration // gauges-within's, as its drain records it
 		overdue float64
 		oldest  float64
 	}{
 		// gauges-overdue and gauges-timed-out are past their timeout; the
 		// oldest not drained is gauges-no-timeout, started an hour ago.
-		{t0, 2, 3600},
-		// Four minutes on, gauges-within is past its timeout too.
-		{t0.Add(4 * time.Minute), 3, 3840},
+		{t0, 2 * time.Minute, 2, 3600},
+		// Four minutes on, gauges-within's drain says it has waited past
+		// its timeout too.
+		{t0.Add(4 * time.Minute), 6 * time.Minute, 3, 3840},
 	} {
+		within := &pitstopv1alpha1.NodeMaintenance{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "gauges-within"}, within); err != nil {
+			t.Fatal(err)
+		}
+		within.Status.DrainWaited = &metav1.Duration{Duration: tc.waited}
+		if err := env.Client.Status().Update(t.Context(), within); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, 5*time.Second, 20*time.Millisecond, func() error {
+			seen := &pitstopv1alpha1.NodeMaintenance{}
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "gauges-within"}, seen); err != nil {
+				return err
+			}
+			if recorded := seen.Status.DrainWaited; recorded == nil || recorded.Duration != tc.waited {
+				return fmt.Errorf("the cache shows drainWaited %v", recorded)
+			}
+			return nil
+		})
 		clk.SetTime(tc.at)
 		got := testutil.GaugeSeries(t, reg)
 		if got[overdueGauge] != tc.overdue || got[oldestGauge] != tc.oldest {

@@ -58,16 +58,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}); err != nil {
 		return err
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	r := &Reconciler{
-		client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("pitstop-" + controllerName),
-		executor:  &drain.Executor{Client: mgr.GetClient(), Concurrency: opts.EvictionConcurrency},
-		clock:     clock.RealClock{},
-		opts:      opts,
-		evicted:   newExpectations(),
-		writes:    newWritePacer(),
-		turns:     budget.NewSlots(mgr, opts.LeaseNamespace),
+		client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		recorder:   mgr.GetEventRecorder("pitstop-" + controllerName),
+		executor:   &drain.Executor{Client: mgr.GetClient(), Concurrency: opts.EvictionConcurrency},
+		clock:      opts.Clock,
+		opts:       opts,
+		evicted:    newExpectations(),
+		writes:     newWritePacer(),
+		drainClock: newDrainClock(),
+		turns:      budget.NewSlots(mgr, opts.LeaseNamespace),
 	}
 	if err := pitstopmetrics.Replace(newMaintenancesCollector(mgr.GetClient(), r.clock)); err != nil {
 		return err
