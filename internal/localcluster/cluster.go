@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,9 +45,11 @@ type Cluster struct {
 
 	opts     Options
 	apiHost  string    // the address the API server listens on
+	etcdURL  string    // etcd's client URL
 	realNode *realNode // nil unless opts.RealNode
 	mu       sync.Mutex
-	procs    []*process // in start order
+	procs    []*process // in start order; StartComponent replaces one in place
+	stopping bool       // Stop has begun: nothing starts any more
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -142,6 +145,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		return err
 	}
 
+	c.etcdURL = "http://127.0.0.1:" + strconv.Itoa(etcdPort)
 	if err := c.start("etcd", etcdArgs(c.Dir, etcdPort, peerPort), logDir); err != nil {
 		return err
 	}
@@ -184,12 +188,13 @@ func (c *Cluster) startBinary(name, path string, args []string, logDir string) e
 }
 
 // checkProcesses returns the first component that has exited, with the end
-// of its log, so a broken start fails at once instead of timing out.
+// of its log, so a broken start fails at once instead of timing out. A
+// component stopped on purpose (StopComponent, KillComponent) is no failure.
 func (c *Cluster) checkProcesses() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.procs {
-		if done, _ := p.exited(); done {
+		if done, _ := p.exited(); done && !p.halted.Load() {
 			return p.failure()
 		}
 	}
@@ -255,7 +260,9 @@ func (c *Cluster) poll(ctx context.Context, interval time.Duration, what string,
 	}
 }
 
-// PIDs returns the process IDs of the components this cluster started.
+// PIDs returns the process IDs of the components this cluster started. For
+// a component started again by StartComponent it is the latest one; for a
+// stopped component, that of the process that has exited.
 func (c *Cluster) PIDs() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -271,7 +278,8 @@ func (c *Cluster) PIDs() []int {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
-		procs := c.procs
+		c.stopping = true
+		procs := slices.Clone(c.procs)
 		c.mu.Unlock()
 		// kwok, the scheduler and the controller manager go first so they do
 		// not spend their last second logging a vanished API server; then the

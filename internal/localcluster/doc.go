@@ -8,7 +8,10 @@
 // The package owns the processes it starts and nothing else: it never
 // touches the user's kubeconfig, binds only to 127.0.0.1 on ports it picked
 // free, and stops every process group it started on Stop, on the parent's
-// death (Pdeathsig) and on test failure. Those guarantees need Linux: on
+// death (Pdeathsig) and on test failure. Fault tests stop, kill and start
+// single components again (StopComponent, KillComponent, StartComponent);
+// a restarted component is one of the processes Stop stops, and keeps the
+// same guarantees. Those guarantees need Linux: on
 // other systems the package builds, so that test helpers that only need
 // DefaultBinDir build there too, but Start refuses to run.
 //

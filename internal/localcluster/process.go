@@ -7,15 +7,35 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // process is one child of the cluster: a control-plane component or kwok.
+// It keeps what it was started with, so that StartComponent can run it again.
 type process struct {
 	name    string
+	bin     string
+	args    []string
+	logDir  string
 	cmd     *exec.Cmd
 	logPath string
 	done    chan struct{} // closed once the process has exited and been reaped
 	err     error         // exit status, valid after done is closed
+
+	stopOnce sync.Once   // only the first stop signals; later ones wait for it
+	halted   atomic.Bool // stopped on purpose: its exit is no failure
+}
+
+// restart starts the same binary with the same arguments again, appending
+// to the same log after a line that marks the restart.
+func (p *process) restart() (*process, error) {
+	if f, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+		fmt.Fprintf(f, "--- localcluster: starting %s again at %s ---\n", p.name, time.Now().Format(time.RFC3339Nano))
+		f.Close()
+	}
+	return startProcess(p.name, p.bin, p.args, p.logDir)
 }
 
 // exited reports whether the process has ended, and how.

@@ -15,13 +15,13 @@ import (
 // checkPlatform lets Start run: Linux has everything the cluster needs.
 func checkPlatform() error { return nil }
 
-// startProcess runs bin with args in its own process group, its output in
-// logDir/name.log. Pdeathsig kills the child if this process dies without
-// running Stop (a test binary killed by its timeout, kill -9): nothing is
-// left behind even then.
+// startProcess runs bin with args in its own process group, its output
+// appended to logDir/name.log. Pdeathsig kills the child if this process
+// dies without running Stop (a test binary killed by its timeout, kill -9):
+// nothing is left behind even then.
 func startProcess(name, bin string, args []string, logDir string) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func startProcess(name, bin string, args []string, logDir string) (*process, err
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	p := &process{name: name, bin: bin, args: args, logDir: logDir, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -44,17 +44,24 @@ func startProcess(name, bin string, args []string, logDir string) (*process, err
 
 // stop sends SIGTERM to the process group, waits up to grace, then sends
 // SIGKILL to whatever is left of the group and waits until the child is
-// reaped (a zombie still answers kill -0).
+// reaped (a zombie still answers kill -0). With no grace it sends SIGKILL
+// only. The first call does this; a later one waits for it to finish, so
+// the cluster's Stop neither signals a group reaped long ago nor returns
+// before a component StopComponent is stopping has exited.
 func (p *process) stop(grace time.Duration) {
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-	}
-	// The group may hold grandchildren even after the leader exited.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-p.done
+	p.stopOnce.Do(func() {
+		pgid := p.cmd.Process.Pid
+		if grace > 0 {
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(grace):
+			}
+		}
+		// The group may hold grandchildren even after the leader exited.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	})
 }
 
 // pidAlive reports whether a process with this pid exists (and is not a

@@ -23,10 +23,12 @@ func startProcess(name, _ string, _ []string, _ string) (*process, error) {
 	return nil, fmt.Errorf("starting %s: %w", name, errNotLinux)
 }
 
-// stop kills the process; no process is started off Linux.
+// stop kills the process once; no process is started off Linux.
 func (p *process) stop(time.Duration) {
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	p.stopOnce.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
 }
 
 // pidAlive cannot tell off Linux, so it says yes: a cluster directory is
