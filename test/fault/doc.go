@@ -1,0 +1,11 @@
+// Package fault is pitstop's fault-injection campaign: a rolling
+// maintenance on a local cluster (internal/localcluster) with two pitstop
+// processes under leader election, while parts of the cluster fail — the
+// API server stopped, etcd killed, the leader killed or cut off from the
+// API server, every request slowed, a manager's clock ahead. A watcher
+// records every node and PodDisruptionBudget change and fails the test on
+// the first broken invariant; at the end every node must be operational
+// and uncordoned, maintained exactly once and told so at most once, with
+// no Lease or NodeMaintenance left behind. `make test` runs the short
+// form; `make fault` the long one (go test -args -long).
+package fault

@@ -1,0 +1,281 @@
+//go:build linux
+
+package fault
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+// pick is the short form's value, or the long one's under -long.
+func pick[T any](short, long_ T) T {
+	if *long {
+		return long_
+	}
+	return short
+}
+
+// runTimeout bounds a rolling run after its fault.
+func runTimeout() time.Duration { return pick(3*time.Minute, 10*time.Minute) }
+
+// TestFaultAPIServerDown stops the API server while a node drains, for 15 s
+// (60 s in the long form), then starts it again: pitstop carries on where
+// it was.
+func TestFaultAPIServerDown(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.keepRunning(ctx)
+	r.maintainAll()
+	node := r.awaitDraining()
+	outage := pick(15*time.Second, 60*time.Second)
+	t.Logf("stopping the API server for %s while %s drains", outage, node)
+	if err := cluster.StopComponent("kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(outage)
+	if err := cluster.StartComponent(ctx, "kube-apiserver"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(runTimeout())
+}
+
+// TestFaultEtcdRestarted kills etcd while a node drains and starts it again
+// a few seconds later.
+func TestFaultEtcdRestarted(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.keepRunning(ctx)
+	r.maintainAll()
+	node := r.awaitDraining()
+	t.Logf("killing etcd while %s drains", node)
+	if err := cluster.KillComponent("etcd"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(pick(3*time.Second, 20*time.Second))
+	if err := cluster.StartComponent(ctx, "etcd"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(runTimeout())
+}
+
+// TestFaultLeaderKilled kills the leader with SIGKILL at random moments
+// while nodes drain, restore and are notified (3 kills; 20 in the long
+// form); the standby takes over each time and the killed process starts
+// again as its pod would.
+func TestFaultLeaderKilled(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.keepRunning(ctx)
+	r.maintainAll()
+	kills := pick(3, 20)
+	midway := 0
+	for i := range kills {
+		leader := r.awaitLeader()
+		randomMoment(500*time.Millisecond, pick(3*time.Second, 4*time.Second))
+		if through := r.watch.through(); through < len(workerNames()) {
+			midway++
+		}
+		t.Logf("kill %d: SIGKILL %s with %d of %d nodes through", i+1, leader.name, r.watch.through(), len(workerNames()))
+		leader.kill()
+		if err := r.watch.violation(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if midway < kills/2 {
+		t.Errorf("only %d of %d kills came while nodes were still to go: the test proves little", midway, kills)
+	}
+	r.finish(runTimeout())
+}
+
+// TestFaultLeaderPartitioned cuts the leader off from the API server for
+// 15 s (60 s in the long form) through its proxy: it must stop acting once
+// its lease is gone, while the standby takes over; then the partition
+// heals, with whatever the old leader had sent held back delivered late.
+func TestFaultLeaderPartitioned(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.keepRunning(ctx)
+	r.maintainAll()
+	r.awaitDraining()
+	leader := r.awaitLeader()
+	outage := pick(15*time.Second, 60*time.Second)
+	t.Logf("cutting %s off from the API server for %s", leader.name, outage)
+	cut := time.Now()
+	leader.proxy.Blackhole(true)
+	testutil.Eventually(t, outage, 200*time.Millisecond, func() error {
+		if l := r.leader(); l == nil || l == leader {
+			return fmt.Errorf("the standby has not taken over")
+		}
+		return nil
+	})
+	t.Logf("the standby took over %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+	time.Sleep(time.Until(cut.Add(outage)))
+	leader.proxy.Blackhole(false)
+	r.finish(runTimeout())
+}
+
+// TestFaultSlowAPIServer adds 500 ms to every request of both processes
+// for a whole rolling run.
+func TestFaultSlowAPIServer(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.keepRunning(ctx)
+	for _, p := range r.managers {
+		p.proxy.SetDelay(500 * time.Millisecond)
+	}
+	r.maintainAll()
+	r.finish(pick(5*time.Minute, 15*time.Minute))
+}
+
+// aheadClock is the system's clock, ahead by a fixed offset.
+type aheadClock struct{ by time.Duration }
+
+func (c aheadClock) Now() time.Time                  { return time.Now().Add(c.by) }
+func (c aheadClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// TestFaultClockAhead: a drain blocked by a PodDisruptionBudget, with a
+// timeout and onTimeout ForceDelete, is taken over by a manager whose
+// clock is 2 minutes ahead. It must not force-delete early: the time it
+// spent draining counts, not the distance between its clock and the
+// drain's start. The short form has a 20 s timeout; the long one 3 min.
+func TestFaultClockAhead(t *testing.T) {
+	ctx := context.Background()
+	timeout := pick(20*time.Second, 3*time.Minute)
+	node := workerNames()[0]
+	const ns = "clock-ahead"
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	held := localcluster.Deployment(ns, "held", 1)
+	held.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	pdb := localcluster.PDB(ns, "held", nil, ptr.To(intstr.FromInt32(1)))
+	if err := admin.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, pdb); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
+		got := &policyv1.PodDisruptionBudget{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(pdb), got); err != nil {
+			return err
+		}
+		if got.Status.CurrentHealthy != 1 {
+			return fmt.Errorf("the held pod is not running yet")
+		}
+		return nil
+	})
+	nm := &pitstopv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: "clock-ahead"},
+		Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node, Reason: "clock test", Drain: pitstopv1alpha1.DrainSpec{
+			Timeout: &pitstopv1alpha1.Duration{Duration: timeout}, OnTimeout: pitstopv1alpha1.DrainTimeoutForceDelete,
+			UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete,
+		}},
+	}
+	if err := admin.Create(ctx, nm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), nm)
+		_ = admin.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+
+	first := startInProcess(t, "first", 0)
+	testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
+		got := &pitstopv1alpha1.NodeMaintenance{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(nm), got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, pitstopv1alpha1.ConditionDrained); c == nil || c.Reason != pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget {
+			return fmt.Errorf("drain not blocked yet: %+v", c)
+		}
+		return nil
+	})
+	ran := timeout / 4
+	time.Sleep(ran)
+	first()
+	startInProcess(t, "ahead", 2*time.Minute)
+	tookOver := time.Now()
+	for time.Since(tookOver) < timeout-ran-5*time.Second {
+		got := &pitstopv1alpha1.NodeMaintenance{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(nm), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, pitstopv1alpha1.ConditionDrained); got.Status.ForceDeletedPods > 0 || (c != nil && c.Reason != pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget) {
+			t.Fatalf("%s after a manager whose clock is 2 minutes ahead took over, with %s of the %s timeout left, the drain is %+v (%d pods force-deleted)",
+				time.Since(tookOver).Round(time.Second), timeout-ran-time.Since(tookOver), timeout, c, got.Status.ForceDeletedPods)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	testutil.Eventually(t, 30*time.Second, 500*time.Millisecond, func() error {
+		got := &pitstopv1alpha1.NodeMaintenance{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(nm), got); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, pitstopv1alpha1.ConditionDrained) {
+			return fmt.Errorf("not force-drained yet once the timeout passed: %+v", got.Status.Conditions)
+		}
+		return nil
+	})
+	t.Logf("force-deleted %s after the take-over, the timeout being %s with %s run before it", time.Since(tookOver).Round(time.Second), timeout, ran)
+}
+
+// startInProcess runs a manager in this process, with leader election,
+// its NodeMaintenance controller's clock ahead by ahead; stop stops it.
+func startInProcess(t *testing.T, name string, ahead time.Duration) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := manager.DefaultOptions()
+	opts.MetricsAddr, opts.HealthAddr, opts.DashboardAddr = "0", "0", "0"
+	opts.Webhook.Port = 0
+	opts.LeaderElection = true
+	opts.LeaderElectionNamespace, opts.LeaderElectionID = namespace, "pitstop-clock"
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	opts.NodeMaintenance.Clock = aheadClock{by: ahead}
+	mgr, err := manager.New(ctx, cluster.Config, opts, logr.Discard())
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once bool
+	stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager %s: %v", name, err)
+		}
+	}
+	t.Cleanup(stop)
+	select {
+	case <-mgr.Elected():
+	case <-time.After(time.Minute):
+		t.Fatalf("manager %s did not lead within a minute", name)
+	}
+	return stop
+}

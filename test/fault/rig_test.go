@@ -1,0 +1,601 @@
+//go:build linux
+
+package fault
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/install"
+	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/faultproxy"
+)
+
+// long runs the campaign's long form (make fault): longer outages, more
+// kills, more nodes.
+var long = flag.Bool("long", false, "run the long fault campaign")
+
+// The rig's fixed parts.
+const (
+	namespace  = "pitstop-system"
+	leaderID   = "pitstop-fault"
+	annotation = "fault.example.com/reboot"
+	budget     = 2
+	profile    = "rolling"
+)
+
+var (
+	cluster *localcluster.Cluster
+	admin   client.WithWatch
+	binary  string // pitstop, built for the campaign
+)
+
+// TestMain builds pitstop and starts one local cluster for every fault
+// test: its workers carry the sample workloads, each Deployment behind a
+// PodDisruptionBudget.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "pitstop-fault-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, ok := localcluster.RepoRoot()
+	if !ok {
+		fmt.Fprintln(os.Stderr, "the fault tests run from pitstop's repository")
+		return 1
+	}
+	binary = filepath.Join(dir, "pitstop")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/pitstop")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building pitstop:", err)
+		return 1
+	}
+	ctx := context.Background()
+	opts := localcluster.DefaultOptions()
+	opts.ControlPlaneNodes = 0
+	opts.Workers = workers()
+	opts.SampleWorkloads = true
+	cluster, err = localcluster.Start(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer cluster.Stop()
+	admin, err = client.NewWithWatch(cluster.Config, client.Options{Scheme: scheme.New()})
+	if err == nil {
+		err = setUp(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// workers is how many nodes a rolling run maintains.
+func workers() int {
+	if *long {
+		return 8
+	}
+	return 4
+}
+
+// setUp installs the CRDs and pitstop's namespace.
+func setUp(ctx context.Context) error {
+	crds, err := config.CRDs()
+	if err != nil {
+		return err
+	}
+	if err := install.CRDs(ctx, admin, crds); err != nil {
+		return err
+	}
+	return admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+}
+
+// rig is one fault test: two pitstop processes with leader election, each
+// reaching the API server through its own proxy, a receiver of their
+// notifications, and the invariant watcher.
+type rig struct {
+	t        *testing.T
+	managers []*pitstop
+	notes    *receiver
+	watch    *watcher
+	started  time.Time
+}
+
+// newRig starts the watcher, the receiver and two pitstop processes.
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	r := &rig{t: t, notes: newReceiver(t), started: time.Now()}
+	r.watch = watchInvariants(t)
+	for i := range 2 {
+		r.managers = append(r.managers, startPitstop(t, fmt.Sprintf("pitstop-%d", i)))
+	}
+	return r
+}
+
+// pitstop is one `pitstop run` process, started again after it is killed
+// or exits, as its pod's container would be.
+type pitstop struct {
+	t      *testing.T
+	name   string
+	proxy  *faultproxy.Proxy
+	args   []string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *os.File
+	starts int
+	// led is when the running process last said it acquired the leader
+	// Lease; zero while it has not.
+	led time.Time
+}
+
+func startPitstop(t *testing.T, name string) *pitstop {
+	t.Helper()
+	target := strings.TrimPrefix(cluster.Config.Host, "https://")
+	proxy, err := faultproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := faultproxy.RewriteKubeconfig(cluster.KubeconfigPath, kubeconfig, proxy.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	logDir, err := os.MkdirTemp("", "pitstop-fault-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(logDir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pitstop{t: t, name: name, proxy: proxy, log: log, args: []string{
+		"run",
+		"--kubeconfig=" + kubeconfig,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--dashboard-addr=0",
+		"--webhook-port=0",
+		"--leader-elect=true",
+		"--leader-election-namespace=" + namespace,
+		"--leader-election-id=" + leaderID,
+		"--leader-election-lease-duration=4s",
+		"--leader-election-renew-deadline=3s",
+		"--leader-election-retry-period=500ms",
+	}}
+	p.start()
+	t.Cleanup(func() {
+		p.signal(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("%s's log is kept in %s", name, log.Name())
+			return
+		}
+		_ = os.RemoveAll(logDir)
+	})
+	return p
+}
+
+// start runs the process, its output in its log, watching it for the
+// leader election's "successfully acquired lease".
+func (p *pitstop) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cmd := exec.Command(binary, p.args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		p.t.Errorf("starting %s: %v", p.name, err)
+		return
+	}
+	cmd.Stderr = cmd.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		p.t.Errorf("starting %s: %v", p.name, err)
+		return
+	}
+	p.starts++
+	p.led = time.Time{}
+	exited := make(chan struct{})
+	p.cmd, p.exited = cmd, exited
+	go func() {
+		s := bufio.NewScanner(out)
+		s.Buffer(make([]byte, 1<<20), 1<<20)
+		for s.Scan() {
+			line := s.Text()
+			fmt.Fprintln(p.log, line)
+			if strings.Contains(line, "successfully acquired lease") {
+				p.mu.Lock()
+				if p.cmd == cmd {
+					p.led = time.Now()
+				}
+				p.mu.Unlock()
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
+}
+
+// kill sends SIGKILL, waits for the process to go and starts it again.
+func (p *pitstop) kill() {
+	p.signal(syscall.SIGKILL)
+	p.start()
+}
+
+// restartIfExited starts the process again if it has exited.
+func (p *pitstop) restartIfExited() bool {
+	p.mu.Lock()
+	exited := p.exited
+	p.mu.Unlock()
+	select {
+	case <-exited:
+		p.start()
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *pitstop) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+// leader is the running process that acquired the leader Lease last, or
+// nil.
+func (r *rig) leader() *pitstop {
+	var leader *pitstop
+	var latest time.Time
+	for _, p := range r.managers {
+		p.mu.Lock()
+		led, exited := p.led, p.exited
+		p.mu.Unlock()
+		select {
+		case <-exited:
+			continue
+		default:
+		}
+		if !led.IsZero() && led.After(latest) {
+			leader, latest = p, led
+		}
+	}
+	return leader
+}
+
+// awaitLeader waits until a process leads.
+func (r *rig) awaitLeader() *pitstop {
+	r.t.Helper()
+	var leader *pitstop
+	testutil.Eventually(r.t, time.Minute, 100*time.Millisecond, func() error {
+		if leader = r.leader(); leader == nil {
+			return fmt.Errorf("no pitstop process leads")
+		}
+		return nil
+	})
+	return leader
+}
+
+// keepRunning restarts every process that exited (one that lost its lease
+// exits) until ctx ends.
+func (r *rig) keepRunning(ctx context.Context) {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			for _, p := range r.managers {
+				if p.restartIfExited() {
+					r.t.Logf("%s exited and was started again", p.name)
+				}
+			}
+		}
+	}()
+}
+
+// maintainAll creates the rolling profile and asks for maintenance of
+// every worker.
+func (r *rig) maintainAll() {
+	r.t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fault-notify", Labels: map[string]string{"pitstop.dev/usable-by-profiles": "true"}},
+		StringData: map[string]string{"url": r.notes.url},
+	}
+	_ = admin.Delete(ctx, secret)
+	testutil.Eventually(r.t, 10*time.Second, 100*time.Millisecond, func() error { return admin.Create(ctx, secret.DeepCopy()) })
+	p := rollingProfile()
+	_ = admin.Delete(ctx, p)
+	testutil.Eventually(r.t, 30*time.Second, 200*time.Millisecond, func() error { return admin.Create(ctx, rollingProfile()) })
+	for _, n := range workerNames() {
+		patch := []byte(`{"metadata":{"annotations":{"` + annotation + `":"true"}}}`)
+		if err := admin.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+// rollingProfile maintains every worker that carries the annotation, at
+// most budget at once: drain, wait, restore. Entering maintenance sends a
+// "started" notification.
+func rollingProfile() *pitstopv1alpha1.MaintenanceProfile {
+	return &pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: profile},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{localcluster.LabelWorker: ""}},
+			Checks: []pitstopv1alpha1.CheckInstance{
+				{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: annotation}},
+				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: budget}},
+				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: pitstopv1alpha1.Duration{Duration: 2 * time.Second}}},
+			},
+			Triggers: []pitstopv1alpha1.TriggerInstance{
+				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete}}},
+				{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}},
+				{Name: "clear", AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: annotation, Remove: true}},
+			},
+			Notifications: []pitstopv1alpha1.NotificationInstance{{
+				Name:     "started",
+				Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+				Webhook: &pitstopv1alpha1.WebhookNotification{
+					URL:     pitstopv1alpha1.SecretKeyRef{Name: "fault-notify", Key: "url"},
+					Message: "maintenance of {{ .Node.Name }} started",
+				},
+			}},
+			States: pitstopv1alpha1.StatesSpec{
+				Operational: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+					{Check: "wanted", Next: pitstopv1alpha1.StateMaintenanceRequired},
+				}},
+				MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+					{Check: "budget", Triggers: []string{"drain"}, Next: pitstopv1alpha1.StateInMaintenance},
+				}},
+				InMaintenance: pitstopv1alpha1.StateSpec{
+					Notify: []string{"started"},
+					Transitions: []pitstopv1alpha1.Transition{
+						{Check: "done", Triggers: []string{"restore", "clear"}, Next: pitstopv1alpha1.StateOperational},
+					},
+				},
+			},
+		},
+	}
+}
+
+func workerNames() []string {
+	var out []string
+	for _, n := range cluster.NodeNames() {
+		if strings.HasPrefix(n, "worker-") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// awaitDraining waits until some node's drain is under way.
+func (r *rig) awaitDraining() string {
+	r.t.Helper()
+	var node string
+	testutil.Eventually(r.t, 2*time.Minute, 100*time.Millisecond, func() error {
+		list := &pitstopv1alpha1.NodeMaintenanceList{}
+		if err := admin.List(context.Background(), list); err != nil {
+			return err
+		}
+		for _, nm := range list.Items {
+			if nm.Status.StartTime != nil {
+				node = nm.Spec.NodeName
+				return nil
+			}
+		}
+		return fmt.Errorf("no drain under way yet: %s", r.describe())
+	})
+	return node
+}
+
+// describe says where the profile and the workers are, for a test that
+// waits too long.
+func (r *rig) describe() string {
+	ctx := context.Background()
+	var b strings.Builder
+	p := &pitstopv1alpha1.MaintenanceProfile{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: profile}, p); err != nil {
+		fmt.Fprintf(&b, "profile: %v; ", err)
+	} else {
+		for _, c := range p.Status.Conditions {
+			fmt.Fprintf(&b, "profile %s=%s (%s); ", c.Type, c.Status, c.Message)
+		}
+	}
+	for _, n := range workerNames() {
+		node := &corev1.Node{}
+		if err := admin.Get(ctx, client.ObjectKey{Name: n}, node); err == nil {
+			fmt.Fprintf(&b, "%s: %s %s; ", n, node.Labels["pitstop.dev/state"], node.Annotations["pitstop.dev/data"])
+		}
+	}
+	return b.String()
+}
+
+// finish waits until every worker has been through maintenance and is back,
+// then checks what must hold after every fault: every node operational and
+// uncordoned, no maintenance ran twice, nothing left behind, no node told
+// twice that its maintenance started. The watcher checked the rest as it
+// went.
+func (r *rig) finish(timeout time.Duration) {
+	r.t.Helper()
+	ctx := context.Background()
+	names := workerNames()
+	testutil.Eventually(r.t, timeout, 500*time.Millisecond, func() error {
+		if err := r.watch.violation(); err != nil {
+			r.t.Fatal(err)
+		}
+		for _, n := range names {
+			node := &corev1.Node{}
+			if err := admin.Get(ctx, client.ObjectKey{Name: n}, node); err != nil {
+				return err
+			}
+			if _, wanted := node.Annotations[annotation]; wanted || node.Spec.Unschedulable || node.Labels["pitstop.dev/state"] != string(pitstopv1alpha1.StateOperational) {
+				return fmt.Errorf("%s not through maintenance yet: state %q, unschedulable %v, annotated %v (%d of %d through)",
+					n, node.Labels["pitstop.dev/state"], node.Spec.Unschedulable, wanted, r.watch.through(), len(names))
+			}
+		}
+		return nil
+	})
+	testutil.Eventually(r.t, 45*time.Second, 500*time.Millisecond, func() error {
+		return leftBehind(ctx)
+	})
+	for _, n := range names {
+		if got := r.watch.entries(n); got != 1 {
+			r.t.Errorf("%s entered maintenance %d times, want once", n, got)
+		}
+		if got := r.notes.count(n); got > 1 {
+			r.t.Errorf("%s was told %d times that its maintenance started", n, got)
+		} else if got == 0 {
+			r.t.Logf("%s's start was not told (sent at most once: a notification recorded as sent before its process died is not sent again)", n)
+		}
+	}
+	if err := r.watch.violation(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Logf("%d nodes through maintenance in %s; at most %d at once; pitstop started %d times",
+		len(names), time.Since(r.started).Round(time.Second), r.watch.mostAtOnce(), r.starts())
+	r.cleanUp()
+}
+
+func (r *rig) starts() int {
+	n := 0
+	for _, p := range r.managers {
+		p.mu.Lock()
+		n += p.starts
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// leftBehind says what a finished run left: budget slots, NodeMaintenances,
+// pitstop's taint or cordon record on a node.
+func leftBehind(ctx context.Context) error {
+	leases := &coordinationv1.LeaseList{}
+	if err := admin.List(ctx, leases, client.InNamespace(namespace)); err != nil {
+		return err
+	}
+	for _, l := range leases.Items {
+		if l.Name != leaderID && !strings.HasPrefix(l.Name, "pitstop-slack-") {
+			return fmt.Errorf("Lease %s left behind (holder %q)", l.Name, ptr.Deref(l.Spec.HolderIdentity, ""))
+		}
+	}
+	nms := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := admin.List(ctx, nms); err != nil {
+		return err
+	}
+	if len(nms.Items) > 0 {
+		return fmt.Errorf("NodeMaintenance %s left behind", nms.Items[0].Name)
+	}
+	nodes := &corev1.NodeList{}
+	if err := admin.List(ctx, nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes.Items {
+		if _, ok := n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; ok {
+			return fmt.Errorf("node %s keeps pitstop's cordon record", n.Name)
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == pitstopv1alpha1.TaintDrain {
+				return fmt.Errorf("node %s keeps pitstop's taint", n.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// cleanUp stops the processes and deletes the profile, for the next test.
+func (r *rig) cleanUp() {
+	for _, p := range r.managers {
+		p.signal(syscall.SIGTERM)
+	}
+	ctx := context.Background()
+	p := rollingProfile()
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(p), p); err == nil {
+		p.Finalizers = nil
+		_ = admin.Update(ctx, p)
+		_ = admin.Delete(ctx, p)
+	}
+	_ = admin.Delete(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: leaderID}})
+}
+
+// receiver counts the "started" notifications per node.
+type receiver struct {
+	url    string
+	mu     sync.Mutex
+	byNode map[string]int
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{byNode: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body struct {
+			Node string `json:"node"`
+		}
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		r.byNode[body.Node]++
+		r.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	r.url = srv.URL
+	return r
+}
+
+func (r *receiver) count(node string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byNode[node]
+}
+
+// randomMoment sleeps a random while in [lo, hi).
+func randomMoment(lo, hi time.Duration) {
+	time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo))))
+}
