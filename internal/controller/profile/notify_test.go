@@ -173,3 +173,75 @@ func TestNotificationsFollowTheirSchedulesAcrossRestarts(t *testing.T) {
 		t.Errorf("%d reminders after the node left the state, want none (one may have been on its way)", n-reminders)
 	}
 }
+
+// awaitNodeEvent waits for an Event about the node with the reason whose
+// note contains every part of want, and returns the note.
+func awaitNodeEvent(t *testing.T, node, reason string, want ...string) string {
+	t.Helper()
+	var note string
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list); err != nil {
+			return err
+		}
+	events:
+		for _, ev := range list.Items {
+			if ev.Regarding.Name != node || ev.Reason != reason {
+				continue
+			}
+			for _, w := range want {
+				if !strings.Contains(ev.Note, w) {
+					continue events
+				}
+			}
+			note = ev.Note
+			return nil
+		}
+		return fmt.Errorf("no %s Event about %s containing %q yet", reason, node, want)
+	})
+	return note
+}
+
+// TestATemplateStoppedAtItsBoundFailsOnlyItsNotification: a template that
+// compiles on the sample node but loops without end on a real one is
+// stopped when it renders; its notification fails with a Warning Event on
+// the node naming it and the bound, and the node's other notification is
+// delivered.
+func TestATemplateStoppedAtItsBoundFailsOnlyItsNotification(t *testing.T) {
+	hooks := &hookReceiver{bodies: map[string][]map[string]any{}}
+	srv := httptest.NewServer(hooks)
+	defer srv.Close()
+	notifySecret(t, "bounded-hooks", map[string]string{"fine": srv.URL + "/fine", "looping": srv.URL + "/looping"})
+
+	p := rollingProfile("bounded", "bounded", 1)
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "approved", HasLabel: &pitstopv1alpha1.KeyValueCheck{Key: "approved"}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && approved"
+	hook := func(name, message string) pitstopv1alpha1.NotificationInstance {
+		return pitstopv1alpha1.NotificationInstance{Name: name, Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+			Webhook: &pitstopv1alpha1.WebhookNotification{URL: pitstopv1alpha1.SecretKeyRef{Name: "bounded-hooks", Key: name}, Message: message}}
+	}
+	p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{
+		hook("fine", "{{ .Node.Name }} is {{ .State }}"),
+		// The sample node the profile compiles with is node-1.
+		hook("looping", `{{if ne .Node.Name "node-1"}}{{range .Since.Unix}}{{end}}{{end}}{{ .Node.Name }}`),
+	}
+	p.Spec.States.MaintenanceRequired.Notify = []string{"looping", "fine"}
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, testutil.Node("bounded-0",
+		testutil.WithLabels(map[string]string{"pool": "bounded"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+
+	awaitNodeEvent(t, "bounded-0", "NotificationFailed", "notification looping (webhook) of profile bounded was not delivered",
+		"template exceeded a limit: ") // 10,000 iterations, or a second on a busy machine
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if got := hooks.got("/fine"); len(got) != 1 || got[0]["text"] != "bounded-0 is maintenance-required" {
+			return fmt.Errorf("the other notification got %v", got)
+		}
+		return nil
+	})
+	if got := hooks.got("/looping"); len(got) != 0 {
+		t.Errorf("the stopped notification was sent: %v", got)
+	}
+}

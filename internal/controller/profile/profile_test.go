@@ -334,10 +334,19 @@ func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
 
 // TestWebhookRefusesProfilesThatDoNotCompile: with the webhook serving, a
 // profile with an unknown check in an expression, or an unknown time zone,
-// is refused with the profile, the field path and the problem; so is an
-// update that would break a running profile.
+// is refused with the profile, the field path and the problem; so is a
+// notification template that would run past pitstop's bounds (at once,
+// not when the webhook times out), and an update that would break a
+// running profile.
 func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
+	// A template that allocates without end must not take the machine
+	// down with the test.
+	testutil.BoundHeap(t, 1<<30)
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Webhook: true})
+	chat := func(message string) pitstopv1alpha1.NotificationInstance {
+		return pitstopv1alpha1.NotificationInstance{Name: "chat", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+			Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "url"}, Message: message}}
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*pitstopv1alpha1.MaintenanceProfile)
@@ -356,6 +365,15 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{{Name: "chat", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
 				Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "url"}, Message: "{{ .Node.Nmae }} needs maintenance"}}}
 		}, []string{"MaintenanceProfile refused-template", "spec.notifications[0] (chat): slack.message", "can't evaluate field Nmae"}},
+		{"the 45-byte template that would allocate without end", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{chat(`{{range 100000000}}{{printf "%01000000d" 0}}{{end}}`)}
+		}, []string{"MaintenanceProfile refused-alloc", "spec.notifications[0] (chat): slack.message", "range over 100000000: more than the 10000 iterations a template may run"}},
+		{"a template looping over a number from the node's data", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{chat(`{{range .Since.Unix}}{{end}}`)}
+		}, []string{"MaintenanceProfile refused-loop", "spec.notifications[0] (chat): slack.message", "template exceeded a limit: "}},
+		{"a template over 8 KiB", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{chat(strings.Repeat("x", 8193))}
+		}, []string{`MaintenanceProfile.pitstop.dev "refused-long"`, "spec.notifications[0].slack.message: Too long: may not be more than 8192 bytes"}},
 		{"unknown notification", func(p *pitstopv1alpha1.MaintenanceProfile) {
 			p.Spec.States.InMaintenance.Notify = []string{"pager"}
 		}, []string{"spec.states.inMaintenance.notify[0]", `unknown notification "pager"`}},
@@ -369,10 +387,18 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := map[string]string{"unknown check in an expression": "refused-expr", "unknown trigger": "refused-trigger", "unknown time zone": "refused-tz",
 				"template naming a field that does not exist": "refused-template", "unknown notification": "refused-notify",
-				"trigger writing pitstop's cordon record": "refused-own-key", "trigger writing a label value no node can hold": "refused-label-value"}[tc.name]
+				"trigger writing pitstop's cordon record": "refused-own-key", "trigger writing a label value no node can hold": "refused-label-value",
+				"the 45-byte template that would allocate without end": "refused-alloc", "a template looping over a number from the node's data": "refused-loop",
+				"a template over 8 KiB": "refused-long"}[tc.name]
 			p := rollingProfile(name, name, 1)
 			tc.edit(p)
+			start := time.Now()
 			err := env.Client.Create(t.Context(), p)
+			// Before the webhook's 5 s timeout, which would refuse or
+			// (with failurePolicy Ignore) admit the profile unchecked.
+			if took := time.Since(start); took > 4*time.Second {
+				t.Errorf("the API server answered after %s", took)
+			}
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Fatalf("got %v, want a refusal containing %q", err, w)
