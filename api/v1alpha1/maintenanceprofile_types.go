@@ -375,8 +375,9 @@ type ScheduledSchedule struct {
 }
 
 // SecretKeyRef names a key of a Secret in the namespace pitstop runs in
-// (pitstop-system unless installed elsewhere). pitstop reads it when it
-// sends, never caches or logs it.
+// (pitstop-system unless installed elsewhere). The Secret must be labelled
+// pitstop.dev/usable-by-profiles: "true": pitstop reads no other for a
+// profile. pitstop reads it when it sends, never caches or logs it.
 type SecretKeyRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

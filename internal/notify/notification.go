@@ -2,7 +2,8 @@
 // each notification instance (its templates and schedule), says when one
 // is due for a node, and delivers it through Slack (incoming webhook or bot
 // token with threads), SMTP mail or a generic JSON webhook. Secrets are read
-// from the API server at send time, never cached or logged.
+// from the API server at send time, never cached or logged, and only those
+// labelled pitstop.dev/usable-by-profiles=true.
 //
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=pitstop-system
 package notify
