@@ -74,6 +74,11 @@ type Options struct {
 	// call (Slack's own unless set, e.g. https://slack-gov.com/api/).
 	SlackAPIURL string
 
+	// PrometheusURLAllow are the URL prefixes prometheusInstant checks may
+	// query (https://prometheus.monitoring.svc:9090/: scheme, host and
+	// port exactly, the path as a prefix); empty allows any URL.
+	PrometheusURLAllow []string
+
 	// Medik8sCompat also reconciles nodemaintenance.medik8s.io/v1beta1
 	// NodeMaintenance objects through pitstop's own; their CRD must be
 	// installed.
@@ -184,6 +189,11 @@ func (o Options) Validate() error {
 		u, err := url.Parse(o.SlackAPIURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return &FlagError{"slack-api-url", o.SlackAPIURL, "must be an http(s) URL such as https://slack.com/api/"}
+		}
+	}
+	for _, prefix := range o.PrometheusURLAllow {
+		if _, err := check.ParseURLPrefixes([]string{prefix}); err != nil {
+			return &FlagError{"prometheus-url-allow", prefix, err.Error()}
 		}
 	}
 	if o.NodeMaintenance.MaxConcurrentReconciles < 1 {
@@ -302,9 +312,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
+	checks, err := checkDeps(opts)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := profile.Setup(mgr, profile.Options{
 		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
-		SlackAPIURL: slackAPIURL(opts.SlackAPIURL),
+		SlackAPIURL: slackAPIURL(opts.SlackAPIURL), Checks: checks,
 	}); err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
 	}
@@ -319,23 +333,34 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.Webhook.Port != 0 {
-		if err := setupWebhook(ctx, mgr, cfg, opts, log); err != nil {
+		if err := setupWebhook(ctx, mgr, cfg, opts, checks, log); err != nil {
 			return nil, err
 		}
 	}
 	if opts.DashboardAddr != "0" {
-		if err := setupDashboard(mgr, opts.DashboardAddr, log); err != nil {
+		if err := setupDashboard(mgr, opts.DashboardAddr, checks, log); err != nil {
 			return nil, err
 		}
 	}
 	return mgr, nil
 }
 
+// checkDeps are the services of checks: pitstop's Prometheus client and
+// the URLs it may query. The profile controller, its webhook and the
+// dashboard (which evaluates checks too) get the same.
+func checkDeps(opts Options) (check.Deps, error) {
+	allow, err := check.ParseURLPrefixes(opts.PrometheusURLAllow)
+	if err != nil {
+		return check.Deps{}, &FlagError{"prometheus-url-allow", strings.Join(opts.PrometheusURLAllow, ","), err.Error()}
+	}
+	return check.Deps{Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow}, nil
+}
+
 // setupDashboard serves the dashboard from this replica's cache, leader or
 // not. Events are the exception: they are read from the API server, a
 // node's at a time, so that no informer holds every Event of the cluster.
-func setupDashboard(mgr ctrl.Manager, addr string, log logr.Logger) error {
-	h := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), check.Deps{Prometheus: check.NewPrometheusClient()})
+func setupDashboard(mgr ctrl.Manager, addr string, checks check.Deps, log logr.Logger) error {
+	h := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), checks)
 	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log.WithName("dashboard")}); err != nil {
 		return fmt.Errorf("adding the dashboard: %w", err)
 	}

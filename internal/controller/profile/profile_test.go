@@ -28,6 +28,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -412,6 +413,51 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 	if err := env.Client.Patch(t.Context(), good, broken); err == nil || !strings.Contains(err.Error(), "spec.states.operational.transitions[0].check") {
 		t.Fatalf("updating to a broken expression: got %v, want a refusal naming the field", err)
 	}
+}
+
+// TestPrometheusURLsOutsideTheAllowListAreRefused: with
+// --prometheus-url-allow set, a profile whose prometheusInstant check
+// queries a URL under an allowed prefix is admitted, one querying any
+// other URL is refused by the webhook naming the check, the URL and the
+// allowed prefixes; got in without the webhook, it is reported not Valid
+// with the same message and never runs.
+func TestPrometheusURLsOutsideTheAllowListAreRefused(t *testing.T) {
+	allow := func(o *manager.Options) {
+		o.PrometheusURLAllow = []string{"https://prometheus.monitoring.svc:9090/", "http://thanos.monitoring.svc:10902/"}
+	}
+	withHealthGate := func(name, url string) *pitstopv1alpha1.MaintenanceProfile {
+		p := rollingProfile(name, name, 1)
+		p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "healthy", PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+			URL: url, Query: "up", Operator: ">=", Threshold: "1"}})
+		p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && healthy"
+		return p
+	}
+	want := []string{"spec.checks[2] (healthy): prometheusInstant.url", `"http://metadata.internal:80/latest"`,
+		"is not under a Prometheus URL this pitstop allows (--prometheus-url-allow: https://prometheus.monitoring.svc:9090/, http://thanos.monitoring.svc:10902/)"}
+
+	withWebhook := clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Webhook: true, Tune: allow})
+	testutil.Create(t, env.Client, withHealthGate("prom-allowed", "https://prometheus.monitoring.svc:9090"))
+	err := env.Client.Create(t.Context(), withHealthGate("prom-foreign", "http://metadata.internal:80/latest"))
+	for _, w := range append([]string{"MaintenanceProfile prom-foreign"}, want...) {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("creating a profile querying a foreign URL: got %v, want a refusal containing %q", err, w)
+		}
+	}
+	withWebhook.Stop()
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Tune: allow})
+	testutil.Create(t, env.Client, withHealthGate("prom-foreign", "http://metadata.internal:80/latest"))
+	got := awaitProfileCondition(t, "prom-foreign", "Valid", metav1.ConditionFalse)
+	valid := meta.FindStatusCondition(got.Status.Conditions, "Valid")
+	for _, w := range append([]string{"MaintenanceProfile prom-foreign"}, want...) {
+		if !strings.Contains(valid.Message, w) {
+			t.Errorf("Valid message %q lacks %q", valid.Message, w)
+		}
+	}
+	if ready := meta.FindStatusCondition(got.Status.Conditions, "Ready"); ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "NotRunning" {
+		t.Errorf("Ready = %+v, want the profile not running", ready)
+	}
+	awaitProfileCondition(t, "prom-allowed", "Valid", metav1.ConditionTrue)
 }
 
 // TestRestartMidTransitionResumes stops the manager while a transition
