@@ -292,8 +292,10 @@ type RestoreTrigger struct{}
 
 // NotificationInstance is a named notification: exactly one plugin field is
 // set, and a schedule says when it is sent. Its texts are Go templates (see
-// docs/profiles.md, "Notifications"); a template that does not parse or
-// names a field that does not exist is refused when the profile is applied.
+// docs/profiles.md, "Notifications") of at most 8 KiB each; a template that
+// does not parse, names a field that does not exist or goes past a bound
+// of pitstop's (a rendered text is at most 64 KiB) is refused when the
+// profile is applied.
 // +kubebuilder:validation:XValidation:rule="[has(self.slack), has(self.slackThread), has(self.mail), has(self.webhook)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type NotificationInstance struct {
 	// Name is how states refer to the notification: letters, digits and _.
@@ -373,8 +375,9 @@ type ScheduledSchedule struct {
 }
 
 // SecretKeyRef names a key of a Secret in the namespace pitstop runs in
-// (pitstop-system unless installed elsewhere). pitstop reads it when it
-// sends, never caches or logs it.
+// (pitstop-system unless installed elsewhere). The Secret must be labelled
+// pitstop.dev/usable-by-profiles: "true": pitstop reads no other for a
+// profile. pitstop reads it when it sends, never caches or logs it.
 type SecretKeyRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
@@ -393,6 +396,7 @@ type SlackNotification struct {
 	Channel string `json:"channel,omitempty"`
 	// Message is the text, a Go template.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
 	Message string `json:"message"`
 }
 
@@ -406,9 +410,11 @@ type SlackThreadNotification struct {
 	Channel string `json:"channel"`
 	// Title opens the thread, a Go template.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
 	Title string `json:"title"`
 	// Message is each reply, a Go template.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
 	Message string `json:"message"`
 	// Period is how long one thread collects replies before the next
 	// message opens a new one, at least 1s.
@@ -440,9 +446,11 @@ type MailNotification struct {
 	To []string `json:"to"`
 	// Subject is a Go template.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
 	Subject string `json:"subject"`
 	// Message is the plain-text body, a Go template.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
 	Message string `json:"message"`
 	// TLS is how the connection is protected: StartTLS (the default: upgrade
 	// a plain connection, refuse a server that cannot), TLS (implicit TLS,
@@ -474,6 +482,7 @@ type WebhookNotification struct {
 	URL SecretKeyRef `json:"url"`
 	// Message is the "text" field, a Go template.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
 	Message string `json:"message"`
 }
 

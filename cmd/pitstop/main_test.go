@@ -176,6 +176,8 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"same address twice", []string{"run", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9090"}, []string{"--health-probe-bind-address", `":9090"`}},
 		{"dashboard address without port", []string{"run", "--dashboard-addr=8082"}, []string{"--dashboard-addr", `"8082"`}},
 		{"dashboard on the metrics port", []string{"run", "--metrics-bind-address=:9090", "--dashboard-addr=127.0.0.1:9090"}, []string{"--dashboard-addr", `"127.0.0.1:9090"`, "--metrics-bind-address"}},
+		{"prometheus prefix not a URL", []string{"run", "--prometheus-url-allow=https://prometheus.monitoring.svc:9090/,prometheus:9090"}, []string{"--prometheus-url-allow", `"prometheus:9090"`, "http(s) URL"}},
+		{"prometheus prefix with a query", []string{"run", "--prometheus-url-allow=https://prometheus.monitoring.svc:9090/?x=1"}, []string{"--prometheus-url-allow", "no credentials, query or fragment"}},
 		{"aws endpoint not a URL", []string{"run", "--aws-endpoint=ec2.example.com"}, []string{"--aws-endpoint", `"ec2.example.com"`}},
 		{"unknown machine provider", []string{"run", "--machine-providers=aws,gce"}, []string{"--machine-providers", `"aws,gce"`, `"gce"`}},
 		{"machine drain timeout under a second", []string{"run", "--machine-drain-timeout=10ms"}, []string{"--machine-drain-timeout", `"10ms"`}},

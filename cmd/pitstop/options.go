@@ -47,6 +47,7 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.IntVar(&o.ProfileConcurrency, "profile-concurrency", o.ProfileConcurrency, "how many nodes the MaintenanceProfile engine evaluates at once")
 	fs.IntVar(&o.NodeMaintenance.EvictionConcurrency, "eviction-concurrency", o.NodeMaintenance.EvictionConcurrency, "how many evictions of one node's pods are in flight at once")
 	fs.StringVar(&o.SlackAPIURL, "slack-api-url", o.SlackAPIURL, "Slack Web API base URL for slackThread notifications (default Slack's own; https://slack-gov.com/api/ for GovSlack)")
+	fs.StringSliceVar(&o.PrometheusURLAllow, "prometheus-url-allow", o.PrometheusURLAllow, "URL prefixes prometheusInstant checks may query, repeated or comma-separated (https://prometheus.monitoring.svc:9090/: scheme, host and port exactly, the path as a prefix); a profile naming another URL is refused. Unset: any URL (set it in production)")
 	fs.BoolVar(&o.MachineAPI, "machine-api", o.MachineAPI, "run the Machine API controllers (Machine, MachineSet, nodelink, MachineHealthCheck) for machine.openshift.io/v1beta1 objects; their CRDs must be installed (config/crd/machineapi)")
 	fs.StringSliceVar(&o.MachineProviders, "machine-providers", o.MachineProviders, "providers that create and delete Machines' instances: aws, kwok (kwok makes simulated nodes: local clusters only)")
 	fs.StringVar(&o.AWSRegion, "aws-region", o.AWSRegion, "region of aws Machines whose providerSpec names none (default: the AWS SDK's, e.g. AWS_REGION)")

@@ -124,7 +124,7 @@ func TestNotificationsAreDroppedWithWarnings(t *testing.T) {
 		t.Errorf("operational transitions = %+v, want the one on a", got)
 	}
 	for _, want := range []string{
-		`maintenance.yaml:3: warning: notification instance "mail_ops" (mail) is not imported: its hook, token or password would have to move into a Secret; add it to the profile by hand (docs/profiles.md, Notifications)`,
+		`maintenance.yaml:3: warning: notification instance "mail_ops" (mail) is not imported: its hook, token or password would have to move into a Secret labelled pitstop.dev/usable-by-profiles=true; add it to the profile by hand (docs/profiles.md, Notifications)`,
 		`maintenance.yaml:12: warning: profile "p": operational: notify "mail_ops" is dropped`,
 	} {
 		if !hasNote(r.Notes, want) {

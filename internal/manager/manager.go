@@ -24,6 +24,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
@@ -77,6 +78,11 @@ type Options struct {
 	// SlackAPIURL is the Slack Web API that slackThread notifications
 	// call (Slack's own unless set, e.g. https://slack-gov.com/api/).
 	SlackAPIURL string
+
+	// PrometheusURLAllow are the URL prefixes prometheusInstant checks may
+	// query (https://prometheus.monitoring.svc:9090/: scheme, host and
+	// port exactly, the path as a prefix); empty allows any URL.
+	PrometheusURLAllow []string
 
 	// Medik8sCompat also reconciles nodemaintenance.medik8s.io/v1beta1
 	// NodeMaintenance objects through pitstop's own; their CRD must be
@@ -188,6 +194,11 @@ func (o Options) Validate() error {
 		u, err := url.Parse(o.SlackAPIURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return &FlagError{"slack-api-url", o.SlackAPIURL, "must be an http(s) URL such as https://slack.com/api/"}
+		}
+	}
+	for _, prefix := range o.PrometheusURLAllow {
+		if _, err := check.ParseURLPrefixes([]string{prefix}); err != nil {
+			return &FlagError{"prometheus-url-allow", prefix, err.Error()}
 		}
 	}
 	if o.NodeMaintenance.MaxConcurrentReconciles < 1 {
@@ -306,9 +317,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
+	checks, err := checkDeps(opts)
+	if err != nil {
+		return nil, err
+	}
 	profiles, err := profile.Setup(mgr, profile.Options{
 		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
-		SlackAPIURL: slackAPIURL(opts.SlackAPIURL),
+		SlackAPIURL: slackAPIURL(opts.SlackAPIURL), Checks: checks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
@@ -324,7 +339,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.Webhook.Port != 0 {
-		if err := setupWebhook(ctx, mgr, cfg, opts, log); err != nil {
+		if err := setupWebhook(ctx, mgr, cfg, opts, checks, log); err != nil {
 			return nil, err
 		}
 	}
@@ -334,6 +349,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	return mgr, nil
+}
+
+// checkDeps are the services of checks: pitstop's Prometheus client and
+// the URLs it may query. The profile controller and its webhook get the
+// same.
+func checkDeps(opts Options) (check.Deps, error) {
+	allow, err := check.ParseURLPrefixes(opts.PrometheusURLAllow)
+	if err != nil {
+		return check.Deps{}, &FlagError{"prometheus-url-allow", strings.Join(opts.PrometheusURLAllow, ","), err.Error()}
+	}
+	return check.Deps{Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow}, nil
 }
 
 // metricsOptions serves the metrics on addr: off a loopback IP, only to a

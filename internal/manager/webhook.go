@@ -21,6 +21,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/webhookcert"
 )
@@ -191,11 +192,11 @@ func validatingWebhook(resource string, cc admissionregistrationv1.WebhookClient
 
 // setupWebhook registers the webhook handlers, puts the serving certificate
 // in CertDir (the server reads it when it starts) and keeps it renewed.
-func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts Options, log logr.Logger) error {
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts Options, checks check.Deps, log logr.Logger) error {
 	if err := nodemaintenance.SetupWebhook(mgr); err != nil {
 		return fmt.Errorf("setting up the NodeMaintenance webhook: %w", err)
 	}
-	if err := profile.SetupWebhook(mgr); err != nil {
+	if err := profile.SetupWebhook(mgr, checks); err != nil {
 		return fmt.Errorf("setting up the MaintenanceProfile webhook: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {

@@ -44,9 +44,10 @@ func init() {
 	metrics.Registry.MustRegister(sentTotal, failedTotal)
 }
 
-// Dispatcher sends messages in the background, retrying each a few times;
-// a message that cannot be delivered is reported as a Warning Event on its
-// node and counted. It is a manager Runnable.
+// Dispatcher sends messages in the background, retrying each a few times
+// (not when it names a Secret that profiles may not use); a message that
+// cannot be delivered is reported as a Warning Event on its node and
+// counted. It is a manager Runnable.
 type Dispatcher struct {
 	sender   *Sender
 	recorder events.EventRecorder
@@ -107,7 +108,7 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) {
 			sentTotal.WithLabelValues(j.msg.Profile, j.msg.Plugin).Inc()
 			return
 		}
-		if attempt == len(retryWaits) {
+		if attempt == len(retryWaits) || errors.Is(err, ErrSecretNotUsable) {
 			break
 		}
 		select {

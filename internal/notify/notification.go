@@ -2,13 +2,13 @@
 // each notification instance (its templates and schedule), says when one
 // is due for a node, and delivers it through Slack (incoming webhook or bot
 // token with threads), SMTP mail or a generic JSON webhook. Secrets are read
-// from the API server at send time, never cached or logged.
+// from the API server at send time, never cached or logged, and only those
+// labelled pitstop.dev/usable-by-profiles=true.
 //
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=pitstop-system
 package notify
 
 import (
-	"bytes"
 	"fmt"
 	"text/template"
 	"time"
@@ -103,20 +103,6 @@ func Compile(inst pitstopv1alpha1.NotificationInstance) (*Notification, error) {
 	return n, nil
 }
 
-// parseTemplate parses a template and runs it once on sample data, so that
-// a field that does not exist ({{ .Node.Nmae }}) is refused now rather
-// than when the notification is due.
-func parseTemplate(text string) (*template.Template, error) {
-	t, err := template.New("").Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	if err := t.Execute(&bytes.Buffer{}, sample); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
 // sample is what templates are tried on when a profile is compiled.
 var sample = Data{
 	Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{
@@ -139,15 +125,17 @@ type Message struct {
 	spec  pitstopv1alpha1.NotificationInstance
 }
 
-// Render fills the templates for one node.
+// Render fills the templates for one node. A template that goes past a
+// bound (see MaxRenderedSize) is stopped, and the error wraps
+// ErrTemplateLimit.
 func (n *Notification) Render(profile string, d Data) (Message, error) {
 	m := Message{Profile: profile, Notification: n.Name, Plugin: n.Plugin, Node: d.Node.Name, Texts: map[string]string{}, Data: d, spec: n.spec}
 	for field, t := range n.texts {
-		var b bytes.Buffer
-		if err := t.Execute(&b, d); err != nil {
+		text, err := execute(t, d)
+		if err != nil {
 			return m, fmt.Errorf("notification %s: %s: %w", n.Name, field, err)
 		}
-		m.Texts[field] = b.String()
+		m.Texts[field] = text
 	}
 	return m, nil
 }

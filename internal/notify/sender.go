@@ -63,11 +63,29 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 	return fmt.Errorf("notification %s has no plugin", m.Notification)
 }
 
-// secret reads one key of a Secret in pitstop's namespace.
+// LabelUsableByProfiles, set to "true", opts a Secret of pitstop's
+// namespace in for notifications: it is the only kind they read. That
+// namespace holds Secrets of pitstop's own (the webhook's serving key), and
+// a profile's author names both the Secret and where its value goes (the
+// mail server a password is sent to): without the opt-in, pitstop would
+// hand them any of its Secrets.
+const LabelUsableByProfiles = "pitstop.dev/usable-by-profiles"
+
+// ErrSecretNotUsable says that a notification names a Secret not opted in
+// with LabelUsableByProfiles. Retrying does not help: the Secret must be
+// labelled.
+var ErrSecretNotUsable = errors.New("refusing to read a Secret that profiles may not use")
+
+// secret reads one key of a Secret in pitstop's namespace, if the Secret is
+// opted in for profiles. The label is checked before the key, so that a
+// profile cannot learn which keys another Secret holds.
 func (s *Sender) secret(ctx context.Context, ref pitstopv1alpha1.SecretKeyRef) (string, error) {
 	sec := &corev1.Secret{}
 	if err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: ref.Name}, sec); err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", s.Namespace, ref.Name, err)
+	}
+	if sec.Labels[LabelUsableByProfiles] != "true" {
+		return "", fmt.Errorf("%w: Secret %s/%s (key %q) is not labelled %s=true", ErrSecretNotUsable, s.Namespace, ref.Name, ref.Key, LabelUsableByProfiles)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(v) == 0 {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -33,16 +34,21 @@ func TestMain(m *testing.M) { testutil.Main(m, &env) }
 const namespace = "pitstop-notify"
 
 // sender returns a Sender against the test API server, in a fresh
-// namespace holding one Secret with the given keys.
+// namespace holding one Secret with the given keys, opted in for profiles.
 func sender(t *testing.T, secret map[string]string) *Sender {
 	t.Helper()
 	ns := testutil.Namespace(t, env.Client, namespace+"-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	createSecret(t, ns, "notify", map[string]string{LabelUsableByProfiles: "true"}, secret)
+	return &Sender{Secrets: env.Client, Client: env.Client, Namespace: ns, HTTP: &http.Client{Timeout: 5 * time.Second}}
+}
+
+func createSecret(t *testing.T, namespace, name string, labels, keys map[string]string) {
+	t.Helper()
 	data := map[string][]byte{}
-	for k, v := range secret {
+	for k, v := range keys {
 		data[k] = []byte(v)
 	}
-	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "notify"}, Data: data})
-	return &Sender{Secrets: env.Client, Client: env.Client, Namespace: ns, HTTP: &http.Client{Timeout: 5 * time.Second}}
+	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}, Data: data})
 }
 
 func ref(key string) pitstopv1alpha1.SecretKeyRef {
@@ -233,6 +239,8 @@ type smtpServer struct {
 	roots *tls.Config
 	mu    sync.Mutex
 	mails []receivedMail
+	// sessions counts the connections it was sent.
+	sessions int
 }
 
 type receivedMail struct {
@@ -265,7 +273,12 @@ func startSMTP(t *testing.T, startTLS bool) *smtpServer {
 
 type backend struct{ s *smtpServer }
 
-func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{s: b.s}, nil }
+func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) {
+	b.s.mu.Lock()
+	b.s.sessions++
+	b.s.mu.Unlock()
+	return &session{s: b.s}, nil
+}
 
 type session struct {
 	s    *smtpServer
@@ -299,6 +312,12 @@ func (s *session) Data(r io.Reader) error {
 }
 func (s *session) Reset()        { s.mail = receivedMail{} }
 func (s *session) Logout() error { return nil }
+
+func (s *smtpServer) connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions
+}
 
 func (s *smtpServer) received() []receivedMail {
 	s.mu.Lock()
@@ -398,5 +417,62 @@ func TestSlackThreadLeavesOtherLeasesAlone(t *testing.T) {
 			t.Errorf("a profile whose slackThread.leaseName is %q: got %v, want the API server's refusal naming leaseName", name, err)
 			_ = env.Client.Delete(t.Context(), profile)
 		}
+	}
+}
+
+// TestOnlySecretsOptedInForProfilesAreRead: a notification naming a Secret
+// of pitstop's namespace that is not labelled
+// pitstop.dev/usable-by-profiles=true (here the webhook's serving key, as
+// the mail password for a server of the profile author's choosing) is
+// refused before anything is sent, with an error naming the Secret, the
+// key and the label; so is one labelled otherwise than "true". The Secret
+// opted in is read.
+func TestOnlySecretsOptedInForProfilesAreRead(t *testing.T) {
+	rec := &recorder{reply: func(w http.ResponseWriter, _ recorded) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"ok": true, "channel": "C0123", "ts": "1700000000.000001"}`)
+	}}
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	mailSrv := startSMTP(t, true)
+	s := sender(t, map[string]string{"url": srv.URL + "/hook", "token": "xoxb-test-token", "password": "s3cret"})
+	s.SlackAPIURL = srv.URL + "/api/"
+	s.MailTLS = mailSrv.roots
+	createSecret(t, s.Namespace, "pitstop-webhook-cert", nil, map[string]string{"tls.key": "-----BEGIN PRIVATE KEY-----", "url": srv.URL + "/hook"})
+	createSecret(t, s.Namespace, "half-opted", map[string]string{LabelUsableByProfiles: "yes"}, map[string]string{"url": srv.URL + "/hook"})
+	secretRef := func(name, key string) pitstopv1alpha1.SecretKeyRef {
+		return pitstopv1alpha1.SecretKeyRef{Name: name, Key: key}
+	}
+	instances := func(ref func(key string) pitstopv1alpha1.SecretKeyRef) map[string]pitstopv1alpha1.NotificationInstance {
+		mail := mailInstance(mailSrv.addr)
+		mail.Mail.Auth.Password = ref("password")
+		return map[string]pitstopv1alpha1.NotificationInstance{
+			"slack":       {Name: "chat", Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: ref("url"), Message: "m"}},
+			"slackThread": {Name: "thread", SlackThread: &pitstopv1alpha1.SlackThreadNotification{Token: ref("token"), Channel: "C0123", Title: "t", Message: "m", Period: pitstopv1alpha1.Duration{Duration: time.Hour}}},
+			"mail":        mail,
+			"webhook":     {Name: "hook", Webhook: &pitstopv1alpha1.WebhookNotification{URL: ref("url"), Message: "m"}},
+		}
+	}
+
+	for _, refused := range []struct{ secret, key string }{{"pitstop-webhook-cert", "tls.key"}, {"half-opted", "url"}} {
+		for plugin, inst := range instances(func(string) pitstopv1alpha1.SecretKeyRef { return secretRef(refused.secret, refused.key) }) {
+			err := s.Send(t.Context(), message(t, inst))
+			want := fmt.Sprintf(`Secret %s/%s (key %q) is not labelled pitstop.dev/usable-by-profiles=true`, s.Namespace, refused.secret, refused.key)
+			if !errors.Is(err, ErrSecretNotUsable) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s naming Secret %s: got %v, want an error containing %q", plugin, refused.secret, err, want)
+			}
+		}
+	}
+	if n, c := len(rec.all()), mailSrv.connections(); n != 0 || c != 0 {
+		t.Fatalf("%d HTTP requests and %d SMTP connections with Secrets not opted in, want none", n, c)
+	}
+
+	for plugin, inst := range instances(ref) {
+		if err := s.Send(t.Context(), message(t, inst)); err != nil {
+			t.Errorf("%s naming the Secret opted in: %v", plugin, err)
+		}
+	}
+	if n, mails := len(rec.all()), len(mailSrv.received()); n != 4 || mails != 1 {
+		t.Errorf("%d HTTP requests and %d mails with the Secret opted in, want 4 (slack, the thread's title and reply, webhook) and 1", n, mails)
 	}
 }

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,8 +99,15 @@ func (e *Env) WriteKubeconfig(path string) error {
 }
 
 // Main is a TestMain for packages that share one Env: it starts the Env,
-// stores it in *env, runs the tests, stops the Env and exits.
+// stores it in *env, runs the tests, stops the Env and exits. A fuzzing
+// worker (`go test -fuzz` starts one per core) runs only a fuzz target's
+// inputs and gets no Env: it is killed when fuzzing ends, and would leave
+// the Env's processes running.
 func Main(m *testing.M, env **Env) {
+	flag.Parse()
+	if worker := flag.Lookup("test.fuzzworker"); worker != nil && worker.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	e, err := StartEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -31,6 +31,7 @@ import (
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/faultproxy"
@@ -344,7 +345,7 @@ func (r *rig) maintainAll() {
 	r.t.Helper()
 	ctx := context.Background()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fault-notify", Labels: map[string]string{"pitstop.dev/usable-by-profiles": "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fault-notify", Labels: map[string]string{notify.LabelUsableByProfiles: "true"}},
 		StringData: map[string]string{"url": r.notes.url},
 	}
 	_ = admin.Delete(ctx, secret)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -44,7 +45,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
 				t.Errorf("the replicas may share a node: affinity %+v", a)
 			}
-			assertArgs(t, d, []string{"--webhook-service=pitstop-system/pitstop-webhook", "--webhook-manage-certificate=true"}, []string{"--machine-api", "--medik8s-compat"})
+			assertArgs(t, d, []string{"--webhook-service=pitstop-system/pitstop-webhook", "--webhook-manage-certificate=true"}, []string{"--machine-api", "--medik8s-compat", "--prometheus-url-allow"})
 			if find(objs, "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook") == nil {
 				t.Error("no webhook configuration")
 			}
@@ -171,6 +172,21 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 				t.Errorf("affinity %+v", a)
 			}
 		}},
+		{"prometheusURLAllow keeps prometheusInstant checks to the Prometheus servers listed", []string{"prometheusURLAllow={https://prometheus.monitoring.svc:9090/,http://thanos.monitoring.svc:10902/}"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			want := []string{"--prometheus-url-allow=https://prometheus.monitoring.svc:9090/", "--prometheus-url-allow=http://thanos.monitoring.svc:10902/"}
+			assertArgs(t, d, want, nil)
+			// The manager reads them as the two prefixes.
+			opts := manager.DefaultOptions()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			fs.StringSliceVar(&opts.PrometheusURLAllow, "prometheus-url-allow", nil, "")
+			if err := fs.Parse(want); err != nil {
+				t.Fatal(err)
+			}
+			if err := opts.Validate(); err != nil || len(opts.PrometheusURLAllow) != 2 {
+				t.Errorf("the manager reads the chart's flags as %v: %v", opts.PrometheusURLAllow, err)
+			}
+		}},
 		{"an image digest wins over the tag", []string{"image.digest=sha256:" + strings.Repeat("a", 64), "image.tag=v9"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			if got := deployment(t, objs).Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/pitstop-dev/pitstop@sha256:"+strings.Repeat("a", 64) {
 				t.Errorf("image %s", got)
@@ -194,6 +210,7 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"metrics.readers[0].kind=ServiceAccount,metrics.readers[0].name=prometheus", "/metrics/readers/0"},
 		{"leaderElection.leaseDuration=15 seconds", "/leaderElection/leaseDuration"},
 		{"image.digest=latest", "/image/digest"},
+		{"prometheusURLAllow={prometheus.monitoring.svc:9090}", "/prometheusURLAllow/0"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := testutil.Helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--set", tc.set)

@@ -19,6 +19,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -48,17 +49,25 @@ func (h *hookReceiver) got(path string) []map[string]any {
 	return append([]map[string]any(nil), h.bodies[path]...)
 }
 
-// notifySecret puts the webhook URLs into a Secret in pitstop's namespace.
+// notifySecret puts the webhook URLs into a Secret in pitstop's namespace,
+// opted in for profiles.
 func notifySecret(t *testing.T, name string, urls map[string]string) {
+	t.Helper()
+	secretOf(t, name, map[string]string{notify.LabelUsableByProfiles: "true"}, urls)
+}
+
+// secretOf creates a Secret with the labels and keys in pitstop's
+// namespace.
+func secretOf(t *testing.T, name string, labels, keys map[string]string) {
 	t.Helper()
 	if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pitstop-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	data := map[string][]byte{}
-	for k, v := range urls {
+	for k, v := range keys {
 		data[k] = []byte(v)
 	}
-	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "pitstop-system", Name: name}, Data: data})
+	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "pitstop-system", Name: name, Labels: labels}, Data: data})
 }
 
 // TestNotificationsFollowTheirSchedulesAcrossRestarts: a node held in
@@ -171,5 +180,112 @@ func TestNotificationsFollowTheirSchedulesAcrossRestarts(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if n := len(hooks.got("/reminder")); n > reminders+1 {
 		t.Errorf("%d reminders after the node left the state, want none (one may have been on its way)", n-reminders)
+	}
+}
+
+// awaitNodeEvent waits for an Event about the node with the reason whose
+// note contains every part of want, and returns the note.
+func awaitNodeEvent(t *testing.T, node, reason string, want ...string) string {
+	t.Helper()
+	var note string
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(t.Context(), list); err != nil {
+			return err
+		}
+	events:
+		for _, ev := range list.Items {
+			if ev.Regarding.Name != node || ev.Reason != reason {
+				continue
+			}
+			for _, w := range want {
+				if !strings.Contains(ev.Note, w) {
+					continue events
+				}
+			}
+			note = ev.Note
+			return nil
+		}
+		return fmt.Errorf("no %s Event about %s containing %q yet", reason, node, want)
+	})
+	return note
+}
+
+// TestATemplateStoppedAtItsBoundFailsOnlyItsNotification: a template that
+// compiles on the sample node but loops without end on a real one is
+// stopped when it renders; its notification fails with a Warning Event on
+// the node naming it and the bound, and the node's other notification is
+// delivered.
+func TestATemplateStoppedAtItsBoundFailsOnlyItsNotification(t *testing.T) {
+	hooks := &hookReceiver{bodies: map[string][]map[string]any{}}
+	srv := httptest.NewServer(hooks)
+	defer srv.Close()
+	notifySecret(t, "bounded-hooks", map[string]string{"fine": srv.URL + "/fine", "looping": srv.URL + "/looping"})
+
+	p := rollingProfile("bounded", "bounded", 1)
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "approved", HasLabel: &pitstopv1alpha1.KeyValueCheck{Key: "approved"}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && approved"
+	hook := func(name, message string) pitstopv1alpha1.NotificationInstance {
+		return pitstopv1alpha1.NotificationInstance{Name: name, Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+			Webhook: &pitstopv1alpha1.WebhookNotification{URL: pitstopv1alpha1.SecretKeyRef{Name: "bounded-hooks", Key: name}, Message: message}}
+	}
+	p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{
+		hook("fine", "{{ .Node.Name }} is {{ .State }}"),
+		// The sample node the profile compiles with is node-1.
+		hook("looping", `{{if ne .Node.Name "node-1"}}{{range .Since.Unix}}{{end}}{{end}}{{ .Node.Name }}`),
+	}
+	p.Spec.States.MaintenanceRequired.Notify = []string{"looping", "fine"}
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, testutil.Node("bounded-0",
+		testutil.WithLabels(map[string]string{"pool": "bounded"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+
+	awaitNodeEvent(t, "bounded-0", "NotificationFailed", "notification looping (webhook) of profile bounded was not delivered",
+		"template exceeded a limit: ") // 10,000 iterations, or a second on a busy machine
+	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if got := hooks.got("/fine"); len(got) != 1 || got[0]["text"] != "bounded-0 is maintenance-required" {
+			return fmt.Errorf("the other notification got %v", got)
+		}
+		return nil
+	})
+	if got := hooks.got("/looping"); len(got) != 0 {
+		t.Errorf("the stopped notification was sent: %v", got)
+	}
+}
+
+// TestANotificationNamingASecretNotOptedInIsRefusedWithAnEvent: a
+// notification whose URL is in a Secret of pitstop's namespace without the
+// label pitstop.dev/usable-by-profiles=true is not sent; a Warning Event on
+// the node names the notification, the Secret, the key and the label, at
+// once rather than after the retries.
+func TestANotificationNamingASecretNotOptedInIsRefusedWithAnEvent(t *testing.T) {
+	hooks := &hookReceiver{bodies: map[string][]map[string]any{}}
+	srv := httptest.NewServer(hooks)
+	defer srv.Close()
+	secretOf(t, "not-opted-in", nil, map[string]string{"url": srv.URL + "/leaked"})
+
+	p := rollingProfile("unlabelled", "unlabelled", 1)
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "approved", HasLabel: &pitstopv1alpha1.KeyValueCheck{Key: "approved"}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && approved"
+	p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{{Name: "hook", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+		Webhook: &pitstopv1alpha1.WebhookNotification{URL: pitstopv1alpha1.SecretKeyRef{Name: "not-opted-in", Key: "url"}, Message: "{{ .Node.Name }}"}}}
+	p.Spec.States.MaintenanceRequired.Notify = []string{"hook"}
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Create(t, env.Client, p)
+	start := time.Now()
+	testutil.Create(t, env.Client, testutil.Node("unlabelled-0",
+		testutil.WithLabels(map[string]string{"pool": "unlabelled"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+
+	awaitNodeEvent(t, "unlabelled-0", "NotificationFailed", "notification hook (webhook) of profile unlabelled was not delivered",
+		`Secret pitstop-system/not-opted-in (key "url") is not labelled pitstop.dev/usable-by-profiles=true`)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("the Event came after %s: the refusal was retried", took)
+	}
+	if got := hooks.got("/leaked"); len(got) != 0 {
+		t.Errorf("the notification was sent with the Secret not opted in: %v", got)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -328,10 +329,19 @@ func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
 
 // TestWebhookRefusesProfilesThatDoNotCompile: with the webhook serving, a
 // profile with an unknown check in an expression, or an unknown time zone,
-// is refused with the profile, the field path and the problem; so is an
-// update that would break a running profile.
+// is refused with the profile, the field path and the problem; so is a
+// notification template that would run past pitstop's bounds (at once,
+// not when the webhook times out), and an update that would break a
+// running profile.
 func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
+	// A template that allocates without end must not take the machine
+	// down with the test.
+	testutil.BoundHeap(t, 1<<30)
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Webhook: true})
+	chat := func(message string) pitstopv1alpha1.NotificationInstance {
+		return pitstopv1alpha1.NotificationInstance{Name: "chat", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
+			Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "url"}, Message: message}}
+	}
 	for _, tc := range []struct {
 		name string
 		edit func(*pitstopv1alpha1.MaintenanceProfile)
@@ -350,6 +360,15 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{{Name: "chat", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
 				Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "url"}, Message: "{{ .Node.Nmae }} needs maintenance"}}}
 		}, []string{"MaintenanceProfile refused-template", "spec.notifications[0] (chat): slack.message", "can't evaluate field Nmae"}},
+		{"the 45-byte template that would allocate without end", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{chat(`{{range 100000000}}{{printf "%01000000d" 0}}{{end}}`)}
+		}, []string{"MaintenanceProfile refused-alloc", "spec.notifications[0] (chat): slack.message", "range over 100000000: more than the 10000 iterations a template may run"}},
+		{"a template looping over a number from the node's data", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{chat(`{{range .Since.Unix}}{{end}}`)}
+		}, []string{"MaintenanceProfile refused-loop", "spec.notifications[0] (chat): slack.message", "template exceeded a limit: "}},
+		{"a template over 8 KiB", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{chat(strings.Repeat("x", 8193))}
+		}, []string{`MaintenanceProfile.pitstop.dev "refused-long"`, "spec.notifications[0].slack.message: Too long: may not be more than 8192 bytes"}},
 		{"unknown notification", func(p *pitstopv1alpha1.MaintenanceProfile) {
 			p.Spec.States.InMaintenance.Notify = []string{"pager"}
 		}, []string{"spec.states.inMaintenance.notify[0]", `unknown notification "pager"`}},
@@ -363,10 +382,18 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			name := map[string]string{"unknown check in an expression": "refused-expr", "unknown trigger": "refused-trigger", "unknown time zone": "refused-tz",
 				"template naming a field that does not exist": "refused-template", "unknown notification": "refused-notify",
-				"trigger writing pitstop's cordon record": "refused-own-key", "trigger writing a label value no node can hold": "refused-label-value"}[tc.name]
+				"trigger writing pitstop's cordon record": "refused-own-key", "trigger writing a label value no node can hold": "refused-label-value",
+				"the 45-byte template that would allocate without end": "refused-alloc", "a template looping over a number from the node's data": "refused-loop",
+				"a template over 8 KiB": "refused-long"}[tc.name]
 			p := rollingProfile(name, name, 1)
 			tc.edit(p)
+			start := time.Now()
 			err := env.Client.Create(t.Context(), p)
+			// Before the webhook's 5 s timeout, which would refuse or
+			// (with failurePolicy Ignore) admit the profile unchecked.
+			if took := time.Since(start); took > 4*time.Second {
+				t.Errorf("the API server answered after %s", took)
+			}
 			for _, w := range tc.want {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Fatalf("got %v, want a refusal containing %q", err, w)
@@ -380,6 +407,51 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 	if err := env.Client.Patch(t.Context(), good, broken); err == nil || !strings.Contains(err.Error(), "spec.states.operational.transitions[0].check") {
 		t.Fatalf("updating to a broken expression: got %v, want a refusal naming the field", err)
 	}
+}
+
+// TestPrometheusURLsOutsideTheAllowListAreRefused: with
+// --prometheus-url-allow set, a profile whose prometheusInstant check
+// queries a URL under an allowed prefix is admitted, one querying any
+// other URL is refused by the webhook naming the check, the URL and the
+// allowed prefixes; got in without the webhook, it is reported not Valid
+// with the same message and never runs.
+func TestPrometheusURLsOutsideTheAllowListAreRefused(t *testing.T) {
+	allow := func(o *manager.Options) {
+		o.PrometheusURLAllow = []string{"https://prometheus.monitoring.svc:9090/", "http://thanos.monitoring.svc:10902/"}
+	}
+	withHealthGate := func(name, url string) *pitstopv1alpha1.MaintenanceProfile {
+		p := rollingProfile(name, name, 1)
+		p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "healthy", PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+			URL: url, Query: "up", Operator: ">=", Threshold: "1"}})
+		p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && healthy"
+		return p
+	}
+	want := []string{"spec.checks[2] (healthy): prometheusInstant.url", `"http://metadata.internal:80/latest"`,
+		"is not under a Prometheus URL this pitstop allows (--prometheus-url-allow: https://prometheus.monitoring.svc:9090/, http://thanos.monitoring.svc:10902/)"}
+
+	withWebhook := clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Webhook: true, Tune: allow})
+	testutil.Create(t, env.Client, withHealthGate("prom-allowed", "https://prometheus.monitoring.svc:9090"))
+	err := env.Client.Create(t.Context(), withHealthGate("prom-foreign", "http://metadata.internal:80/latest"))
+	for _, w := range append([]string{"MaintenanceProfile prom-foreign"}, want...) {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Fatalf("creating a profile querying a foreign URL: got %v, want a refusal containing %q", err, w)
+		}
+	}
+	withWebhook.Stop()
+
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Tune: allow})
+	testutil.Create(t, env.Client, withHealthGate("prom-foreign", "http://metadata.internal:80/latest"))
+	got := awaitProfileCondition(t, "prom-foreign", "Valid", metav1.ConditionFalse)
+	valid := meta.FindStatusCondition(got.Status.Conditions, "Valid")
+	for _, w := range append([]string{"MaintenanceProfile prom-foreign"}, want...) {
+		if !strings.Contains(valid.Message, w) {
+			t.Errorf("Valid message %q lacks %q", valid.Message, w)
+		}
+	}
+	if ready := meta.FindStatusCondition(got.Status.Conditions, "Ready"); ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "NotRunning" {
+		t.Errorf("Ready = %+v, want the profile not running", ready)
+	}
+	awaitProfileCondition(t, "prom-allowed", "Valid", metav1.ConditionTrue)
 }
 
 // TestRestartMidTransitionResumes stops the manager while a transition

@@ -48,6 +48,10 @@ type Options struct {
 	// MailTLS is the TLS configuration for mail notifications; nil means
 	// the system's roots.
 	MailTLS *tls.Config
+	// Checks are the outside services checks use: the Prometheus client
+	// and the URLs it may query. The admission webhook must get the same
+	// (SetupWebhook), so that it refuses what the controller would.
+	Checks check.Deps
 }
 
 // Setup registers the node controller and the profile status controller.
@@ -58,7 +62,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		recorder:  mgr.GetEventRecorder("pitstop-profile"),
 		slots:     budget.NewSlots(mgr, opts.LeaseNamespace),
 		clock:     clock.RealClock{},
-		profiles:  newRegistry(check.Deps{Prometheus: check.NewPrometheusClient()}),
+		profiles:  newRegistry(opts.Checks),
 		records:   newRecordCache(),
 		waiters:   newWaiters(),
 		written:   newWrittenNodes(),

@@ -16,12 +16,16 @@ import (
 const WebhookPath = "/validate-pitstop-dev-v1alpha1-maintenanceprofile"
 
 // SetupWebhook registers the validating webhook: a profile is refused at
-// admission when it would not compile (unknown names in an expression, a
-// syntax error, a bad time zone or date), with the profile, the field path
-// and the problem. The controller never runs such a generation anyway.
-func SetupWebhook(mgr ctrl.Manager) error {
+// admission when it would not compile with checks (unknown names in an
+// expression, a syntax error, a bad time zone or date, a notification
+// template past its bounds, a Prometheus URL outside
+// checks.PrometheusURLs), with the profile, the field path and the
+// problem. The controller never runs such a generation anyway. Compiling
+// runs each template once on sample data, within notify's bounds, so a
+// template cannot hold the webhook past its timeout.
+func SetupWebhook(mgr ctrl.Manager, checks check.Deps) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pitstopv1alpha1.MaintenanceProfile{}).
-		WithValidator(&validator{deps: check.Deps{Prometheus: check.NewPrometheusClient()}}).
+		WithValidator(&validator{deps: checks}).
 		Complete()
 }
 

@@ -14,6 +14,9 @@ type Deps struct {
 	// Prometheus runs the queries of prometheusInstant checks; a profile
 	// with such a check is refused when it is nil.
 	Prometheus Prometheus
+	// PrometheusURLs, when not empty, are the only URLs prometheusInstant
+	// checks may query: a profile naming another is refused.
+	PrometheusURLs URLPrefixes
 }
 
 // New builds the check an instance configures. It validates what the CRD
@@ -83,7 +86,7 @@ func plugins(inst pitstopv1alpha1.CheckInstance, deps Deps) []plugin {
 		{"affinity", inst.Affinity != nil, func() (Check, error) { return newAffinity(inst.Affinity) }},
 		{"nodeCount", inst.NodeCount != nil, func() (Check, error) { return newNodeCount(inst.NodeCount) }},
 		{"prometheusInstant", inst.PrometheusInstant != nil, func() (Check, error) {
-			return newPrometheusInstant(inst.PrometheusInstant, deps.Prometheus)
+			return newPrometheusInstant(inst.PrometheusInstant, deps)
 		}},
 		{"freeze", inst.Freeze != nil, func() (Check, error) { return newFreeze(inst.Freeze) }},
 	}

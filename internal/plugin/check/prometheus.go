@@ -43,7 +43,7 @@ var comparisons = map[string]func(v, threshold float64) bool{
 	">":  func(v, t float64) bool { return v > t },
 }
 
-func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, p Prometheus) (Check, error) {
+func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, deps Deps) (Check, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, errors.New("url: not a URL") // the text may hold a password: not echoed
@@ -56,6 +56,9 @@ func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, p Prometh
 	if u.User != nil {
 		return nil, fmt.Errorf("url: %s must not carry credentials (user:password@)", u.Redacted())
 	}
+	if err := deps.PrometheusURLs.allow(u); err != nil {
+		return nil, fmt.Errorf("url: %w", err)
+	}
 	if cfg.Query == "" {
 		return nil, errors.New("query: must not be empty")
 	}
@@ -66,7 +69,7 @@ func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, p Prometh
 	if err != nil || math.IsNaN(threshold) {
 		return nil, fmt.Errorf("threshold: %q is not a number", cfg.Threshold)
 	}
-	return &prometheusInstant{url: cfg.URL, query: cfg.Query, operator: cfg.Operator, threshold: threshold, prometheus: p}, nil
+	return &prometheusInstant{url: cfg.URL, query: cfg.Query, operator: cfg.Operator, threshold: threshold, prometheus: deps.Prometheus}, nil
 }
 
 // Evaluate implements Check.
