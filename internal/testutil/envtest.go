@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -98,8 +99,15 @@ func (e *Env) WriteKubeconfig(path string) error {
 }
 
 // Main is a TestMain for packages that share one Env: it starts the Env,
-// stores it in *env, runs the tests, stops the Env and exits.
+// stores it in *env, runs the tests, stops the Env and exits. A fuzz
+// worker (a process `go test -fuzz` starts) runs only the fuzz target's
+// inputs, never a test, so it starts no Env: a control plane per worker
+// would take the cores the fuzzing needs.
 func Main(m *testing.M, env **Env) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	e, err := StartEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
