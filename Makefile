@@ -7,6 +7,10 @@ SHELL := /usr/bin/env bash
 BIN := $(CURDIR)/bin
 BENCH ?= .
 BENCHFLAGS ?=
+FUZZTIME ?= 1m
+# How long each new input is minimized (go test's default, 60s, leaves a slow
+# target such as the import little time to fuzz).
+FUZZMINIMIZETIME ?= 5s
 CONTROLLER_GEN := $(BIN)/controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -86,6 +90,15 @@ demo: tools build ## Start a 20-node local cluster with sample workloads and run
 .PHONY: bench
 bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md). BENCH=regexp picks some, BENCHFLAGS passes flags.
 	go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 120m -v ./test/bench/... -args $(BENCHFLAGS)
+
+.PHONY: fuzz
+fuzz: tools ## Run every fuzz target (each func Fuzz... in a _test.go file) for FUZZTIME (default 1m), one after the other; a failing input is written to the package's testdata/fuzz.
+	@grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=dist '^func Fuzz' . | sort | while read -r file; do \
+	  for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+	    echo "$$target ($$(dirname "$$file"))"; \
+	    go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$$(dirname "$$file")"; \
+	  done; \
+	done
 
 .PHONY: release
 release: ## Write dist/pitstop.yaml, the one-file install (kubectl apply --server-side -f), rendered from charts/pitstop with its default values (builds bin/helm if missing).

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -16,41 +17,47 @@ import (
 // +kubebuilder:validation:Type=string
 type Duration struct {
 	time.Duration `json:"-"`
-	// Invalid is the text that did not parse as a duration; empty when
-	// Duration holds the value.
-	Invalid string `json:"-"`
+	// Invalid is the text that did not parse as a duration; nil when
+	// Duration holds the value. It is a pointer because an empty string
+	// does not parse either.
+	Invalid *string `json:"-"`
 }
 
 // UnmarshalJSON reads a duration string, keeping one that does not parse in
-// Invalid instead of failing.
+// Invalid instead of failing. A value that is not a string is read as its
+// JSON text (of which only 0 parses), with invalid UTF-8 replaced as it is
+// in a string, so that what is written reads back as the same value. null
+// leaves d as it is, the convention of json.Unmarshaler.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		d.Duration, d.Invalid = 0, string(b)
-		return nil
+		s = strings.ToValidUTF8(string(b), "\uFFFD")
 	}
 	parsed, err := time.ParseDuration(s)
 	if err != nil {
-		d.Duration, d.Invalid = 0, s
+		d.Duration, d.Invalid = 0, &s
 		return nil
 	}
-	d.Duration, d.Invalid = parsed, ""
+	d.Duration, d.Invalid = parsed, nil
 	return nil
 }
 
 // MarshalJSON writes the duration, or the text that did not parse as it
 // was read.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	if d.Invalid != "" {
-		return json.Marshal(d.Invalid)
+	if d.Invalid != nil {
+		return json.Marshal(*d.Invalid)
 	}
 	return json.Marshal(d.Duration.String())
 }
 
 // check adds an error at path when d did not parse.
 func (d *Duration) check(path *field.Path, errs field.ErrorList) field.ErrorList {
-	if d != nil && d.Invalid != "" {
-		errs = append(errs, field.Invalid(path, d.Invalid, "not a duration such as 90s or 1h30m"))
+	if d != nil && d.Invalid != nil {
+		errs = append(errs, field.Invalid(path, *d.Invalid, "not a duration such as 90s or 1h30m"))
 	}
 	return errs
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,7 +38,7 @@ func CompileExpression(source string, checks []string) (*Expression, error) {
 	}
 	checked, iss := env.Compile(source)
 	if iss.Err() != nil {
-		return nil, errors.New(strings.TrimSpace(iss.Err().Error()))
+		return nil, issuesError(iss)
 	}
 	if !checked.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("the expression is a %s, not a boolean", checked.OutputType())
@@ -57,6 +58,25 @@ func CompileExpression(source string, checks []string) (*Expression, error) {
 	sort.Strings(e.names)
 	return e, nil
 }
+
+// issuesError writes CEL's issues on one line, each as "line:column:
+// message", without the copy of the source line and the caret CEL adds
+// under it: the error ends up in a field error and a condition message.
+func issuesError(iss *cel.Issues) error {
+	msgs := make([]string, 0, len(iss.Errors()))
+	for _, e := range iss.Errors() {
+		msg := lineBreaks.Replace(e.Message)
+		if e.Location.Line() > 0 {
+			msg = fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, msg)
+		}
+		msgs = append(msgs, msg)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// lineBreaks escapes the line breaks of the source a message quotes (a
+// token CEL could not read).
+var lineBreaks = strings.NewReplacer("\n", `\n`, "\r", `\r`)
 
 // onlyChainOperators accepts identifiers joined by &&, || and !, and
 // collects the identifiers.
@@ -80,6 +100,15 @@ func onlyChainOperators(e ast.Expr, names map[string]bool) error {
 	default:
 		return errors.New("only check names joined by &&, || and ! are allowed")
 	}
+}
+
+// isCheckName says whether name can name a check: whether an expression
+// of that name alone refers to the check. CEL's reserved words (in, if),
+// literals (true, null) and the names of its types (int, map, type) cannot;
+// the types' names would even fail every expression that declares them.
+func isCheckName(name string) bool {
+	e, err := CompileExpression(name, []string{name})
+	return err == nil && slices.Equal(e.Names(), []string{name})
 }
 
 // Names returns the check names the expression uses, sorted.

@@ -38,11 +38,18 @@ var States = []struct {
 // Compile checks and compiles a profile's transitions. Every problem is
 // reported with its field path, for example
 // spec.states.maintenanceRequired.transitions[0].check: 1:11: undeclared
-// reference to 'windw'. Plugin configurations are checked by the plugins.
+// reference to 'windw'. A check whose name expressions cannot refer to is
+// refused at its name, and left out of the transitions' expressions.
+// Plugin configurations are checked by the plugins.
 func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
 	var errs field.ErrorList
 	checks := make([]string, 0, len(p.Spec.Checks))
-	for _, c := range p.Spec.Checks {
+	for i, c := range p.Spec.Checks {
+		if !isCheckName(c.Name) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "checks").Index(i).Child("name"), c.Name,
+				"not a name expressions can refer to: a check name is letters, digits and _, and no word of CEL, their language (such as in, true, null, int, map or type)"))
+			continue
+		}
 		checks = append(checks, c.Name)
 	}
 	triggers := map[string]bool{}

@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -51,6 +54,137 @@ func TestPasses(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestCompileRefusesCheckNamesExpressionsCannotUse(t *testing.T) {
+	for _, tc := range []struct {
+		name, check, expression string
+		// wantErr is the start of the error after the profile's name; empty
+		// when the profile compiles.
+		wantErr string
+		// wantTransitionErr says the transition's expression is refused too.
+		wantTransitionErr bool
+	}{
+		{"a type's name, which would fail every expression declaring it, is refused at the check alone",
+			"map", "other", `spec.checks[0].name: Invalid value: "map": not a name expressions can refer to`, false},
+		{"a reserved word is refused at the check", "in", "other", `spec.checks[0].name: Invalid value: "in"`, false},
+		{"a literal is refused at the check", "true", "other", `spec.checks[0].name: Invalid value: "true"`, false},
+		{"an expression using the refused check is refused as using an undeclared name",
+			"int", "int && other", `spec.checks[0].name: Invalid value: "int"`, true},
+		{"the name of a function is a name like any other", "size", "size && other", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Compile(&pitstopv1alpha1.MaintenanceProfile{
+				ObjectMeta: metav1.ObjectMeta{Name: "p"},
+				Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+					Checks: []pitstopv1alpha1.CheckInstance{{Name: tc.check}, {Name: "other"}},
+					States: pitstopv1alpha1.StatesSpec{
+						Operational: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: tc.expression, Next: required}}},
+					},
+				},
+			})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Compile: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), "MaintenanceProfile p: "+tc.wantErr) {
+				t.Fatalf("Compile: got %v, want an error starting with %q", err, tc.wantErr)
+			}
+			if got := strings.Contains(err.Error(), "spec.states.operational.transitions[0].check"); got != tc.wantTransitionErr {
+				t.Errorf("Compile: %v; the transition refused: %v, want %v", err, got, tc.wantTransitionErr)
+			}
+		})
+	}
+}
+
+// FuzzCompile compiles a profile whose checks and triggers are named by
+// the words of checks and triggers, with one transition out of each state
+// (the one out of maintenance-required running the triggers named in
+// transitionTriggers). It compiles exactly when every check name can be
+// referred to, every expression compiles against those names and every
+// trigger a transition runs is declared; a profile that compiles mirrors
+// its spec, and a refusal names only fields of the spec.
+func FuzzCompile(f *testing.F) {
+	f.Add("reboot_needed window budget", "drain restore", "reboot_needed", "window && budget", "!reboot_needed", "drain")
+	f.Add("a", "t", "", "", "", "")
+	f.Add("window", "drain", "windw", "window &&", "window == window", "drian")
+	f.Add("map window", "drain", "window", "window", "window", "drain drain")
+	f.Fuzz(func(t *testing.T, checks, triggers, operational, required, inMaintenance, transitionTriggers string) {
+		p := &pitstopv1alpha1.MaintenanceProfile{ObjectMeta: metav1.ObjectMeta{Name: "fuzz"}}
+		var names []string
+		for _, name := range strings.Fields(checks) {
+			p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: name})
+			if isCheckName(name) {
+				names = append(names, name)
+			}
+		}
+		for _, name := range strings.Fields(triggers) {
+			p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: name})
+		}
+		p.Spec.States.Operational.Transitions = []pitstopv1alpha1.Transition{{Check: operational, Next: pitstopv1alpha1.StateMaintenanceRequired}}
+		p.Spec.States.MaintenanceRequired.Transitions = []pitstopv1alpha1.Transition{{Check: required, Triggers: strings.Fields(transitionTriggers), Next: pitstopv1alpha1.StateInMaintenance}}
+		p.Spec.States.InMaintenance.Transitions = []pitstopv1alpha1.Transition{{Check: inMaintenance, Next: pitstopv1alpha1.StateOperational}}
+
+		wantOK := len(names) == len(p.Spec.Checks)
+		for _, st := range States {
+			for _, tr := range st.Spec(&p.Spec.States).Transitions {
+				if _, err := CompileExpression(tr.Check, names); err != nil {
+					wantOK = false
+				}
+				for _, name := range tr.Triggers {
+					if !slices.ContainsFunc(p.Spec.Triggers, func(t pitstopv1alpha1.TriggerInstance) bool { return t.Name == name }) {
+						wantOK = false
+					}
+				}
+			}
+		}
+
+		compiled, err := Compile(p)
+		if (compiled == nil) == (err == nil) {
+			t.Fatalf("Compile returned %v and %v: want a profile or an error", compiled, err)
+		}
+		if err != nil {
+			if wantOK {
+				t.Fatalf("Compile refused a profile whose names and expressions are all valid: %v", err)
+			}
+			if !strings.HasPrefix(err.Error(), "MaintenanceProfile fuzz: ") {
+				t.Errorf("the error does not name the profile: %v", err)
+			}
+			var fieldErr *field.Error
+			list, ok := errors.Unwrap(err).(interface{ Unwrap() []error })
+			if !ok {
+				t.Fatalf("%v does not wrap a list of errors", err)
+			}
+			for _, e := range list.Unwrap() {
+				if !errors.As(e, &fieldErr) || !strings.HasPrefix(fieldErr.Field, "spec.checks[") && !strings.HasPrefix(fieldErr.Field, "spec.states.") {
+					t.Errorf("%v is not an error at a check's name or a transition", e)
+				}
+			}
+			return
+		}
+		if !wantOK {
+			t.Fatalf("Compile accepted a profile with a name or expression that does not compile")
+		}
+		for _, st := range States {
+			spec := st.Spec(&p.Spec.States).Transitions
+			got := compiled.Transitions[st.State]
+			if len(got) != len(spec) {
+				t.Fatalf("%s: %d transitions compiled, %d in the spec", st.Field, len(got), len(spec))
+			}
+			for i, tr := range got {
+				if tr.Expression.String() != spec[i].Check || tr.Next != spec[i].Next || !slices.Equal(tr.Triggers, spec[i].Triggers) {
+					t.Errorf("%s.transitions[%d] compiled as %+v, from %+v", st.Field, i, tr, spec[i])
+				}
+				for _, n := range tr.Expression.Names() {
+					if !slices.Contains(names, n) {
+						t.Errorf("%s.transitions[%d] uses %q, which is no check", st.Field, i, n)
+					}
+				}
+			}
+		}
+	})
 }
 
 // TestADrainedNodeReturnsOnlyThroughARestore: a profile in which a node

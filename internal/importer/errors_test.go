@@ -273,7 +273,7 @@ func TestImportRefuses(t *testing.T) {
 				"    - next: maintenance-required",
 				"      check: a &&",
 			),
-			want: `maintenance.yaml:9: profile "p": operational: transitions[0]: check "a &&": `,
+			want: `maintenance.yaml:9: profile "p": operational: transitions[0]: check "a &&": 1:5: Syntax error: mismatched input '<EOF>'`,
 		},
 		{
 			name: "an enter chain using an undefined trigger",
@@ -307,6 +307,9 @@ func TestImportRefuses(t *testing.T) {
 			var list ErrorList
 			if !errors.As(err, &list) {
 				t.Fatalf("Convert: got %v, want an ErrorList", err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error is not one line: %q", err)
 			}
 			for _, e := range list {
 				if strings.HasPrefix(e.Error(), tc.want) {

@@ -146,6 +146,80 @@ func TestImportNamesTheFile(t *testing.T) {
 	}
 }
 
+// FuzzImport imports a maintenance-controller configuration. The import
+// never panics; it returns profiles or an ErrorList, never both; the
+// ErrorList is one line, its problems in line order; and every profile it
+// returns builds as the profile controller builds it, has no duration
+// that did not parse, and is written as manifests that read back as it.
+func FuzzImport(f *testing.F) {
+	for _, name := range []string{"flatcar.yaml", "all.yaml", "readme.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add(oneCheck("maxMaintenance", "max: ${MAX_PARALLEL}", "profile: p"))
+	f.Add(oneCheck("prometheusInstant", "url: ${PROMETHEUS_URL}", "query: up", "expr: value < 1"))
+	f.Add(oneCheck("timeWindow", `start: "22:00"`, `end: "4:00"`, "weekdays: [monday]", `exclude: ["Dec 24"]`))
+	f.Add(oneCheck("kubernikusCount", "cluster: k8s-eu"))
+	f.Add(oneTrigger("alterLabel", "key: k", "value: v", "remove: false"))
+	f.Add(oneTrigger("eviction", "action: drain", "deletionTimeout: 10m", "evictionTimeout: 5m"))
+	f.Add([]byte("profiles: 3\n"))
+	env := envOf(map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090"})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Import(data, Options{Env: env})
+		if (r == nil) == (err == nil) {
+			t.Fatalf("Import returned %v and %v: want profiles or an error", r, err)
+		}
+		if err != nil {
+			var list ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("Import: %v is not a list of problems", err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error is not one line: %q", err)
+			}
+			for i, e := range list {
+				if e.File != DefaultFile || i > 0 && e.Line < list[i-1].Line {
+					t.Errorf("problem %d, %q, is not at a line of %s in line order", i, e, DefaultFile)
+				}
+			}
+			return
+		}
+		for i, n := range r.Notes {
+			if n.File != DefaultFile || i > 0 && n.Line < r.Notes[i-1].Line {
+				t.Errorf("note %d, %q, is not at a line of %s in line order", i, n, DefaultFile)
+			}
+		}
+		manifests, err := Render(r.Profiles)
+		if err != nil {
+			t.Fatalf("Render: %v", err)
+		}
+		var docs []string
+		if len(r.Profiles) > 0 {
+			docs = strings.Split(string(manifests), "\n---\n")
+		}
+		if len(docs) != len(r.Profiles) {
+			t.Fatalf("%d profiles rendered as %d documents", len(r.Profiles), len(docs))
+		}
+		for i := range r.Profiles {
+			p := &r.Profiles[i]
+			build(t, p)
+			if errs := p.Spec.DurationErrors(); len(errs) > 0 {
+				t.Errorf("profile %s: durations that did not parse: %v", p.Name, errs)
+			}
+			var read pitstopv1alpha1.MaintenanceProfile
+			if err := yaml.UnmarshalStrict([]byte(docs[i]), &read); err != nil {
+				t.Fatalf("document %d: %v", i, err)
+			}
+			if !reflect.DeepEqual(&read, p) {
+				t.Errorf("document %d reads back as\n%+v\nwant\n%+v", i, read, *p)
+			}
+		}
+	})
+}
+
 func readFile(t *testing.T, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
