@@ -91,6 +91,10 @@ demo: tools build ## Start a 20-node local cluster with sample workloads and run
 bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures in docs/benchmarks.md). BENCH=regexp picks some, BENCHFLAGS passes flags.
 	go test -run '^$$' -bench '$(BENCH)' -benchtime 1x -timeout 120m -v ./test/bench/... -args $(BENCHFLAGS)
 
+.PHONY: fault
+fault: tools ## Run the long fault-injection campaign in test/fault (the API server stopped a minute, etcd killed, 20 leader kills, a partition, slow requests, a clock ahead; about 30 minutes). `make test` runs its short form.
+	go test -count=1 -timeout 90m -v ./test/fault/ -args -long
+
 .PHONY: fuzz
 fuzz: tools ## Run every fuzz target (each func Fuzz... in a _test.go file) for FUZZTIME (default 1m), one after the other; a failing input is written to the package's testdata/fuzz.
 	@grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=dist '^func Fuzz' . | sort | while read -r file; do \

@@ -39,9 +39,7 @@ func runTimeout() time.Duration { return pick(3*time.Minute, 10*time.Minute) }
 // it was.
 func TestFaultAPIServerDown(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.keepRunning(ctx)
+	ctx := context.Background()
 	r.maintainAll()
 	node := r.awaitDraining()
 	outage := pick(15*time.Second, 60*time.Second)
@@ -53,6 +51,7 @@ func TestFaultAPIServerDown(t *testing.T) {
 	if err := cluster.StartComponent(ctx, "kube-apiserver"); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the API server is back at %s", time.Now().Format("15:04:05.000"))
 	r.finish(runTimeout())
 }
 
@@ -60,9 +59,7 @@ func TestFaultAPIServerDown(t *testing.T) {
 // a few seconds later.
 func TestFaultEtcdRestarted(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.keepRunning(ctx)
+	ctx := context.Background()
 	r.maintainAll()
 	node := r.awaitDraining()
 	t.Logf("killing etcd while %s drains", node)
@@ -82,9 +79,6 @@ func TestFaultEtcdRestarted(t *testing.T) {
 // again as its pod would.
 func TestFaultLeaderKilled(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.keepRunning(ctx)
 	r.maintainAll()
 	kills := pick(3, 20)
 	midway := 0
@@ -112,9 +106,6 @@ func TestFaultLeaderKilled(t *testing.T) {
 // heals, with whatever the old leader had sent held back delivered late.
 func TestFaultLeaderPartitioned(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.keepRunning(ctx)
 	r.maintainAll()
 	r.awaitDraining()
 	leader := r.awaitLeader()
@@ -138,9 +129,6 @@ func TestFaultLeaderPartitioned(t *testing.T) {
 // for a whole rolling run.
 func TestFaultSlowAPIServer(t *testing.T) {
 	r := newRig(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.keepRunning(ctx)
 	for _, p := range r.managers {
 		p.proxy.SetDelay(500 * time.Millisecond)
 	}

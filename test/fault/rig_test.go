@@ -88,6 +88,10 @@ func run(m *testing.M) int {
 	opts.ControlPlaneNodes = 0
 	opts.Workers = workers()
 	opts.SampleWorkloads = true
+	// The node lifecycle controller must not take the outages the tests
+	// cause (the API server stopped for a minute) for dead kubelets: it
+	// would mark every pod not ready, which no drain did.
+	opts.NodeMonitorGracePeriod = 10 * time.Minute
 	cluster, err = localcluster.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -134,6 +138,9 @@ type rig struct {
 	notes    *receiver
 	watch    *watcher
 	started  time.Time
+	// stopKeeping ends keepRunning.
+	stopKeeping context.CancelFunc
+	cleaned     bool
 }
 
 // newRig starts the watcher, the receiver and two pitstop processes.
@@ -144,6 +151,10 @@ func newRig(t *testing.T) *rig {
 	for i := range 2 {
 		r.managers = append(r.managers, startPitstop(t, fmt.Sprintf("pitstop-%d", i)))
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stopKeeping = cancel
+	r.keepRunning(ctx)
+	t.Cleanup(r.cleanUp)
 	return r
 }
 
@@ -201,7 +212,7 @@ func startPitstop(t *testing.T, name string) *pitstop {
 	p.start()
 	t.Cleanup(func() {
 		p.signal(syscall.SIGTERM)
-		if t.Failed() {
+		if t.Failed() || os.Getenv("PITSTOP_FAULT_KEEP_LOGS") != "" {
 			t.Logf("%s's log is kept in %s", name, log.Name())
 			return
 		}
@@ -237,7 +248,7 @@ func (p *pitstop) start() {
 		for s.Scan() {
 			line := s.Text()
 			fmt.Fprintln(p.log, line)
-			if strings.Contains(line, "successfully acquired lease") {
+			if strings.Contains(strings.ToLower(line), "successfully acquired lease") {
 				p.mu.Lock()
 				if p.cmd == cmd {
 					p.led = time.Now()
@@ -321,7 +332,7 @@ func (r *rig) awaitLeader() *pitstop {
 }
 
 // keepRunning restarts every process that exited (one that lost its lease
-// exits) until ctx ends.
+// exits, as its container would be restarted) until ctx ends.
 func (r *rig) keepRunning(ctx context.Context) {
 	go func() {
 		for {
@@ -375,7 +386,10 @@ func rollingProfile() *pitstopv1alpha1.MaintenanceProfile {
 				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: pitstopv1alpha1.Duration{Duration: 2 * time.Second}}},
 			},
 			Triggers: []pitstopv1alpha1.TriggerInstance{
-				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete}}},
+				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{
+					UnmanagedPods:            pitstopv1alpha1.UnmanagedPodsDelete,
+					PodEvictionRetryInterval: &pitstopv1alpha1.Duration{Duration: time.Second},
+				}}},
 				{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}},
 				{Name: "clear", AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: annotation, Remove: true}},
 			},
@@ -454,6 +468,14 @@ func (r *rig) describe() string {
 			fmt.Fprintf(&b, "%s: %s %s; ", n, node.Labels["pitstop.dev/state"], node.Annotations["pitstop.dev/data"])
 		}
 	}
+	nms := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := admin.List(ctx, nms); err == nil {
+		for _, nm := range nms.Items {
+			for _, c := range nm.Status.Conditions {
+				fmt.Fprintf(&b, "NodeMaintenance %s %s=%s %s (%s); ", nm.Name, c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+	}
 	return b.String()
 }
 
@@ -466,9 +488,16 @@ func (r *rig) finish(timeout time.Duration) {
 	r.t.Helper()
 	ctx := context.Background()
 	names := workerNames()
+	moves, movedAt, told := r.watch.moves(), time.Now(), false
 	testutil.Eventually(r.t, timeout, 500*time.Millisecond, func() error {
 		if err := r.watch.violation(); err != nil {
 			r.t.Fatal(err)
+		}
+		if m := r.watch.moves(); m != moves {
+			moves, movedAt, told = m, time.Now(), false
+		} else if !told && time.Since(movedAt) > 20*time.Second {
+			told = true
+			r.t.Logf("no node moved for 20 s: %s", r.describe())
 		}
 		for _, n := range names {
 			node := &corev1.Node{}
@@ -476,8 +505,8 @@ func (r *rig) finish(timeout time.Duration) {
 				return err
 			}
 			if _, wanted := node.Annotations[annotation]; wanted || node.Spec.Unschedulable || node.Labels["pitstop.dev/state"] != string(pitstopv1alpha1.StateOperational) {
-				return fmt.Errorf("%s not through maintenance yet: state %q, unschedulable %v, annotated %v (%d of %d through)",
-					n, node.Labels["pitstop.dev/state"], node.Spec.Unschedulable, wanted, r.watch.through(), len(names))
+				return fmt.Errorf("%s not through maintenance yet: state %q, unschedulable %v, annotated %v (%d of %d through); %s",
+					n, node.Labels["pitstop.dev/state"], node.Spec.Unschedulable, wanted, r.watch.through(), len(names), r.describe())
 			}
 		}
 		return nil
@@ -486,8 +515,13 @@ func (r *rig) finish(timeout time.Duration) {
 		return leftBehind(ctx)
 	})
 	for _, n := range names {
-		if got := r.watch.entries(n); got != 1 {
+		switch got := r.watch.entries(n); {
+		case got > 1:
 			r.t.Errorf("%s entered maintenance %d times, want once", n, got)
+		case got == 0 && r.watch.relisted() == 0:
+			r.t.Errorf("%s went through maintenance without the watcher seeing it in maintenance", n)
+		case got == 0:
+			r.t.Logf("%s was in maintenance only while the watcher listed again after an outage", n)
 		}
 		if got := r.notes.count(n); got > 1 {
 			r.t.Errorf("%s was told %d times that its maintenance started", n, got)
@@ -498,8 +532,8 @@ func (r *rig) finish(timeout time.Duration) {
 	if err := r.watch.violation(); err != nil {
 		r.t.Fatal(err)
 	}
-	r.t.Logf("%d nodes through maintenance in %s; at most %d at once; pitstop started %d times",
-		len(names), time.Since(r.started).Round(time.Second), r.watch.mostAtOnce(), r.starts())
+	r.t.Logf("%d nodes through maintenance in %s; at most %d at once; pitstop started %d times; the watcher listed again %d times; %s",
+		len(names), time.Since(r.started).Round(time.Second), r.watch.mostAtOnce(), r.starts(), r.watch.relisted(), r.watch.story())
 	r.cleanUp()
 }
 
@@ -551,6 +585,11 @@ func leftBehind(ctx context.Context) error {
 
 // cleanUp stops the processes and deletes the profile, for the next test.
 func (r *rig) cleanUp() {
+	if r.cleaned {
+		return
+	}
+	r.cleaned = true
+	r.stopKeeping()
 	for _, p := range r.managers {
 		p.signal(syscall.SIGTERM)
 	}

@@ -5,10 +5,12 @@ package fault
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -36,64 +38,140 @@ type watcher struct {
 	most      int
 	violated  error
 	pdbEvents int
+	// gaps counts the times a watch had to list again after an outage.
+	gaps int
+	// healthy are the sample workloads' pods that are ready and not
+	// terminating, by name, with their app; desired is how many healthy
+	// pods each app's PodDisruptionBudget requires.
+	healthy map[string]string
+	desired map[string]int32
+	// timeline lists every state change seen, with when.
+	timeline []string
 }
 
 func watchInvariants(t *testing.T) *watcher {
 	t.Helper()
-	w := &watcher{under: map[string]bool{}, entered: map[string]int{}, back: map[string]bool{}, state: map[string]string{}}
+	w := &watcher{under: map[string]bool{}, entered: map[string]int{}, back: map[string]bool{}, state: map[string]string{},
+		healthy: map[string]string{}, desired: map[string]int32{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	nodes := cluster.Clientset.CoreV1().Nodes()
-	list, err := nodes.List(ctx, metav1.ListOptions{})
+	pdbs := cluster.Clientset.PolicyV1().PodDisruptionBudgets(localcluster.SampleNamespace)
+	nodeRV, err := w.listNodes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range list.Items {
-		w.node(&list.Items[i])
+	pdbRV, err := w.listPDBs(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go w.follow(ctx, list.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	go w.follow(ctx, nodeRV, w.listNodes, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return nodes.Watch(ctx, o)
 	})
-	pdbs := cluster.Clientset.PolicyV1().PodDisruptionBudgets(localcluster.SampleNamespace)
-	pdbList, err := pdbs.List(ctx, metav1.ListOptions{})
+	go w.follow(ctx, pdbRV, w.listPDBs, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return pdbs.Watch(ctx, o)
+	})
+	pods := cluster.Clientset.CoreV1().Pods(localcluster.SampleNamespace)
+	podRV, err := w.listPods(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range pdbList.Items {
-		w.pdb(&pdbList.Items[i])
-	}
-	go w.follow(ctx, pdbList.ResourceVersion, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return pdbs.Watch(ctx, o)
+	go w.follow(ctx, podRV, w.listPods, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return pods.Watch(ctx, o)
 	})
 	return w
 }
 
-// follow feeds every event from version rv on to the watcher; a watch
-// that breaks (the API server or etcd stopped) resumes where it was.
-func (w *watcher) follow(ctx context.Context, rv string, watchFunc cache.WatchFuncWithContext) {
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFunc})
+func (w *watcher) listPods(ctx context.Context) (string, error) {
+	list, err := cluster.Clientset.CoreV1().Pods(localcluster.SampleNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		w.fail(fmt.Errorf("watching: %w", err))
-		return
+		return "", err
 	}
-	defer rw.Stop()
+	for i := range list.Items {
+		w.pod(&list.Items[i], false)
+	}
+	return list.ResourceVersion, nil
+}
+
+// listNodes feeds every node to the watcher and returns the list's
+// version.
+func (w *watcher) listNodes(ctx context.Context) (string, error) {
+	list, err := cluster.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for i := range list.Items {
+		w.node(&list.Items[i])
+	}
+	return list.ResourceVersion, nil
+}
+
+func (w *watcher) listPDBs(ctx context.Context) (string, error) {
+	list, err := cluster.Clientset.PolicyV1().PodDisruptionBudgets(localcluster.SampleNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for i := range list.Items {
+		w.pdb(&list.Items[i])
+	}
+	return list.ResourceVersion, nil
+}
+
+// follow feeds every event from version rv on to the watcher; a watch
+// that breaks (the API server or etcd stopped) resumes where it was. When
+// the restarted API server no longer has that version (410 Gone), it
+// lists again and goes on from there: the changes in between are seen
+// only as their sum (gaps counts these).
+func (w *watcher) follow(ctx context.Context, rv string, relist func(context.Context) (string, error), watchFunc cache.WatchFuncWithContext) {
+	for ctx.Err() == nil {
+		rw, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: watchFunc})
+		if err != nil {
+			w.fail(fmt.Errorf("watching: %w", err))
+			return
+		}
+		rv = w.drain(ctx, rw)
+		rw.Stop()
+		if rv != "" || ctx.Err() != nil {
+			continue
+		}
+		w.mu.Lock()
+		w.gaps++
+		w.mu.Unlock()
+		for ctx.Err() == nil {
+			if rv, err = relist(ctx); err == nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// drain feeds the events of one watch to the watcher until it ends: with
+// the last version seen, or "" when the version is gone.
+func (w *watcher) drain(ctx context.Context, rw *watchtools.RetryWatcher) string {
+	last := ""
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return last
 		case e, ok := <-rw.ResultChan():
 			if !ok {
-				if ctx.Err() == nil {
-					w.fail(fmt.Errorf("the watch ended: changes may have been missed"))
-				}
-				return
+				return last
 			}
 			switch o := e.Object.(type) {
 			case *corev1.Node:
+				last = o.ResourceVersion
 				w.node(o)
 			case *policyv1.PodDisruptionBudget:
+				last = o.ResourceVersion
 				w.pdb(o)
+			case *corev1.Pod:
+				last = o.ResourceVersion
+				w.pod(o, e.Type == watch.Deleted)
 			case *metav1.Status:
+				if o.Code == http.StatusGone {
+					return ""
+				}
 				w.fail(fmt.Errorf("watch error: %s", o.Message))
 			}
 		}
@@ -109,6 +187,9 @@ func (w *watcher) node(n *corev1.Node) {
 	state := n.Labels["pitstop.dev/state"]
 	if state == string(pitstopv1alpha1.StateInMaintenance) && w.state[n.Name] != state {
 		w.entered[n.Name]++
+	}
+	if state != w.state[n.Name] {
+		w.timeline = append(w.timeline, fmt.Sprintf("%s %s→%s", time.Now().Format("15:04:05.0"), n.Name, state))
 	}
 	if state == string(pitstopv1alpha1.StateOperational) && w.entered[n.Name] > 0 {
 		w.back[n.Name] = true
@@ -131,16 +212,52 @@ func (w *watcher) node(n *corev1.Node) {
 	}
 }
 
+// pdb keeps how many healthy pods a budget requires, as the disruption
+// controller computes it from its spec.
 func (w *watcher) pdb(p *policyv1.PodDisruptionBudget) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.pdbEvents++
-	if p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 {
+	if p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 || p.Spec.Selector == nil {
 		return
 	}
-	if p.Status.CurrentHealthy < p.Status.DesiredHealthy && w.violated == nil {
-		w.violated = fmt.Errorf("PodDisruptionBudget %s/%s had %d healthy pods, fewer than the %d it requires",
-			p.Namespace, p.Name, p.Status.CurrentHealthy, p.Status.DesiredHealthy)
+	w.desired[p.Spec.Selector.MatchLabels["app"]] = p.Status.DesiredHealthy
+}
+
+// pod counts the app's healthy pods (ready, not terminating), from the
+// pods themselves: fewer than its budget requires means more were
+// disrupted than the budget allows.
+func (w *watcher) pod(p *corev1.Pod, deleted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	app := p.Labels["app"]
+	ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
+	if !deleted && ready && p.DeletionTimestamp == nil {
+		w.healthy[p.Name] = app
+		return
+	}
+	if _, was := w.healthy[p.Name]; !was {
+		return
+	}
+	delete(w.healthy, p.Name)
+	count := int32(0)
+	for _, a := range w.healthy {
+		if a == app {
+			count++
+		}
+	}
+	if desired, ok := w.desired[app]; ok && count < desired && w.violated == nil {
+		why := "not ready"
+		switch {
+		case deleted:
+			why = "deleted"
+		case p.DeletionTimestamp != nil:
+			why = "terminating"
+		}
+		w.violated = fmt.Errorf("app %s had %d healthy pods once pod %s on %s went (%s, at %s), fewer than the %d its PodDisruptionBudget requires",
+			app, count, p.Name, p.Spec.NodeName, why, time.Now().Format("15:04:05.000"), desired)
 	}
 }
 
@@ -174,4 +291,23 @@ func (w *watcher) mostAtOnce() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.most
+}
+
+func (w *watcher) relisted() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gaps
+}
+
+func (w *watcher) story() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.timeline, "; ")
+}
+
+// moves counts the state changes seen.
+func (w *watcher) moves() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.timeline)
 }
