@@ -24,7 +24,7 @@ feature() {
 }
 
 feature core ./internal/manager ./internal/controller/nodemaintenance ./internal/controller/profile \
-  ./internal/plugin/... ./internal/notify ./internal/budget ./internal/dashboard ./internal/webhookcert
+  ./internal/plugin/... ./internal/notify ./internal/profilesecret ./internal/budget ./internal/dashboard ./internal/webhookcert
 feature machine-api ./internal/machineapi/machine ./internal/machineapi/machineset \
   ./internal/machineapi/nodelink ./internal/machineapi/healthcheck
 feature aws-provider ./internal/machineapi/provider/aws

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 )
 
 // EventFailed is the Event on a node whose notification could not be
@@ -108,7 +110,7 @@ func (d *Dispatcher) deliver(ctx context.Context, j job) {
 			sentTotal.WithLabelValues(j.msg.Profile, j.msg.Plugin).Inc()
 			return
 		}
-		if attempt == len(retryWaits) || errors.Is(err, ErrSecretNotUsable) {
+		if attempt == len(retryWaits) || errors.Is(err, profilesecret.ErrNotUsable) {
 			break
 		}
 		select {

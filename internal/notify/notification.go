@@ -3,9 +3,7 @@
 // is due for a node, and delivers it through Slack (incoming webhook or bot
 // token with threads), SMTP mail or a generic JSON webhook. Secrets are read
 // from the API server at send time, never cached or logged, and only those
-// labelled pitstop.dev/usable-by-profiles=true.
-//
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=pitstop-system
+// labelled pitstop.dev/usable-by-profiles=true (package profilesecret).
 package notify
 
 import (

@@ -17,10 +17,10 @@ import (
 	"github.com/slack-go/slack"
 	mail "github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 )
 
 // sendTimeout bounds one delivery attempt.
@@ -28,9 +28,9 @@ const sendTimeout = 30 * time.Second
 
 // Sender delivers rendered messages.
 type Sender struct {
-	// Secrets reads the Secrets notifications refer to; it should read
-	// from the API server, not a cache, so that pitstop needs no watch on
-	// Secrets.
+	// Secrets reads the Secrets notifications refer to, only those opted
+	// in (profilesecret); it should read from the API server, not a cache,
+	// so that pitstop needs no watch on Secrets.
 	Secrets client.Reader
 	// Client reads and writes the Leases that hold Slack threads.
 	Client client.Client
@@ -63,35 +63,10 @@ func (s *Sender) Send(ctx context.Context, m Message) error {
 	return fmt.Errorf("notification %s has no plugin", m.Notification)
 }
 
-// LabelUsableByProfiles, set to "true", opts a Secret of pitstop's
-// namespace in for notifications: it is the only kind they read. That
-// namespace holds Secrets of pitstop's own (the webhook's serving key), and
-// a profile's author names both the Secret and where its value goes (the
-// mail server a password is sent to): without the opt-in, pitstop would
-// hand them any of its Secrets.
-const LabelUsableByProfiles = "pitstop.dev/usable-by-profiles"
-
-// ErrSecretNotUsable says that a notification names a Secret not opted in
-// with LabelUsableByProfiles. Retrying does not help: the Secret must be
-// labelled.
-var ErrSecretNotUsable = errors.New("refusing to read a Secret that profiles may not use")
-
-// secret reads one key of a Secret in pitstop's namespace, if the Secret is
-// opted in for profiles. The label is checked before the key, so that a
-// profile cannot learn which keys another Secret holds.
+// secret reads one key of an opted-in Secret in pitstop's namespace
+// (profilesecret.Read).
 func (s *Sender) secret(ctx context.Context, ref pitstopv1alpha1.SecretKeyRef) (string, error) {
-	sec := &corev1.Secret{}
-	if err := s.Secrets.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: ref.Name}, sec); err != nil {
-		return "", fmt.Errorf("reading Secret %s/%s: %w", s.Namespace, ref.Name, err)
-	}
-	if sec.Labels[LabelUsableByProfiles] != "true" {
-		return "", fmt.Errorf("%w: Secret %s/%s (key %q) is not labelled %s=true", ErrSecretNotUsable, s.Namespace, ref.Name, ref.Key, LabelUsableByProfiles)
-	}
-	v, ok := sec.Data[ref.Key]
-	if !ok || len(v) == 0 {
-		return "", fmt.Errorf("Secret %s/%s has no key %q", s.Namespace, ref.Name, ref.Key)
-	}
-	return strings.TrimSpace(string(v)), nil
+	return profilesecret.Read(ctx, s.Secrets, s.Namespace, ref)
 }
 
 func (s *Sender) slack(ctx context.Context, m Message, spec *pitstopv1alpha1.SlackNotification) error {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -38,7 +39,7 @@ const namespace = "pitstop-notify"
 func sender(t *testing.T, secret map[string]string) *Sender {
 	t.Helper()
 	ns := testutil.Namespace(t, env.Client, namespace+"-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
-	createSecret(t, ns, "notify", map[string]string{LabelUsableByProfiles: "true"}, secret)
+	createSecret(t, ns, "notify", map[string]string{profilesecret.LabelUsableByProfiles: "true"}, secret)
 	return &Sender{Secrets: env.Client, Client: env.Client, Namespace: ns, HTTP: &http.Client{Timeout: 5 * time.Second}}
 }
 
@@ -439,7 +440,7 @@ func TestOnlySecretsOptedInForProfilesAreRead(t *testing.T) {
 	s.SlackAPIURL = srv.URL + "/api/"
 	s.MailTLS = mailSrv.roots
 	createSecret(t, s.Namespace, "pitstop-webhook-cert", nil, map[string]string{"tls.key": "-----BEGIN PRIVATE KEY-----", "url": srv.URL + "/hook"})
-	createSecret(t, s.Namespace, "half-opted", map[string]string{LabelUsableByProfiles: "yes"}, map[string]string{"url": srv.URL + "/hook"})
+	createSecret(t, s.Namespace, "half-opted", map[string]string{profilesecret.LabelUsableByProfiles: "yes"}, map[string]string{"url": srv.URL + "/hook"})
 	secretRef := func(name, key string) pitstopv1alpha1.SecretKeyRef {
 		return pitstopv1alpha1.SecretKeyRef{Name: name, Key: key}
 	}
@@ -458,7 +459,7 @@ func TestOnlySecretsOptedInForProfilesAreRead(t *testing.T) {
 		for plugin, inst := range instances(func(string) pitstopv1alpha1.SecretKeyRef { return secretRef(refused.secret, refused.key) }) {
 			err := s.Send(t.Context(), message(t, inst))
 			want := fmt.Sprintf(`Secret %s/%s (key %q) is not labelled pitstop.dev/usable-by-profiles=true`, s.Namespace, refused.secret, refused.key)
-			if !errors.Is(err, ErrSecretNotUsable) || !strings.Contains(err.Error(), want) {
+			if !errors.Is(err, profilesecret.ErrNotUsable) || !strings.Contains(err.Error(), want) {
 				t.Errorf("%s naming Secret %s: got %v, want an error containing %q", plugin, refused.secret, err, want)
 			}
 		}

@@ -19,7 +19,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/notify"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -53,7 +53,7 @@ func (h *hookReceiver) got(path string) []map[string]any {
 // opted in for profiles.
 func notifySecret(t *testing.T, name string, urls map[string]string) {
 	t.Helper()
-	secretOf(t, name, map[string]string{notify.LabelUsableByProfiles: "true"}, urls)
+	secretOf(t, name, map[string]string{profilesecret.LabelUsableByProfiles: "true"}, urls)
 }
 
 // secretOf creates a Secret with the labels and keys in pitstop's

@@ -1,0 +1,9 @@
+// Package profilesecret reads the Secrets that maintenance profiles name:
+// the tokens, passwords and URLs of notifications and of prometheusInstant
+// checks. It reads only Secrets of pitstop's namespace that are opted in
+// with LabelUsableByProfiles, and never says what a Secret holds: its
+// errors name the Secret and the key, not the value. It does not cache:
+// each caller decides how long it keeps what it read.
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=pitstop-system
+package profilesecret
