@@ -38,11 +38,31 @@ func profile(name string, edit func(*pitstopv1alpha1.MaintenanceProfile)) *pitst
 	return p
 }
 
+// healthGate is a prometheusInstant check named healthy, as edit sets it.
+func healthGate(edit func(*pitstopv1alpha1.PrometheusInstantCheck)) pitstopv1alpha1.CheckInstance {
+	c := &pitstopv1alpha1.PrometheusInstantCheck{URL: "https://prometheus.monitoring.svc:9090", Query: "up", Operator: ">=", Threshold: "1"}
+	edit(c)
+	return pitstopv1alpha1.CheckInstance{Name: "healthy", PrometheusInstant: c}
+}
+
 // TestMaintenanceProfileSchema checks what the API server itself refuses in
 // a MaintenanceProfile, each refusal naming the field.
 func TestMaintenanceProfileSchema(t *testing.T) {
 	if err := env.Client.Create(t.Context(), profile("valid", nil)); err != nil {
 		t.Fatalf("a valid profile was refused: %v", err)
+	}
+	for name, auth := range map[string]func(*pitstopv1alpha1.PrometheusInstantCheck){
+		"valid-bearer-token": func(c *pitstopv1alpha1.PrometheusInstantCheck) {
+			c.BearerToken = &pitstopv1alpha1.SecretKeyRef{Name: "prom-auth", Key: "token"}
+		},
+		"valid-basic-auth": func(c *pitstopv1alpha1.PrometheusInstantCheck) {
+			c.BasicAuth = &pitstopv1alpha1.BasicAuth{Username: "pitstop", Password: pitstopv1alpha1.SecretKeyRef{Name: "prom-auth", Key: "password"}}
+		},
+	} {
+		p := profile(name, func(p *pitstopv1alpha1.MaintenanceProfile) { p.Spec.Checks = append(p.Spec.Checks, healthGate(auth)) })
+		if err := env.Client.Create(t.Context(), p); err != nil {
+			t.Fatalf("a profile with %s was refused: %v", name, err)
+		}
 	}
 	for _, tc := range []struct {
 		name  string
@@ -66,6 +86,22 @@ func TestMaintenanceProfileSchema(t *testing.T) {
 				Periods: []pitstopv1alpha1.FreezePeriod{{Start: metav1.NewTime(now), End: metav1.NewTime(now.Add(-time.Hour))}},
 			}})
 		}, "end must be after start"},
+		{"prometheus check with a bearer token and basic auth", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Checks = append(p.Spec.Checks, healthGate(func(c *pitstopv1alpha1.PrometheusInstantCheck) {
+				c.BearerToken = &pitstopv1alpha1.SecretKeyRef{Name: "prom-auth", Key: "token"}
+				c.BasicAuth = &pitstopv1alpha1.BasicAuth{Username: "pitstop", Password: pitstopv1alpha1.SecretKeyRef{Name: "prom-auth", Key: "password"}}
+			}))
+		}, "spec.checks[3].prometheusInstant: Invalid value: set at most one of bearerToken and basicAuth"},
+		{"basic auth username with a colon", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Checks = append(p.Spec.Checks, healthGate(func(c *pitstopv1alpha1.PrometheusInstantCheck) {
+				c.BasicAuth = &pitstopv1alpha1.BasicAuth{Username: "pit:stop", Password: pitstopv1alpha1.SecretKeyRef{Name: "prom-auth", Key: "password"}}
+			}))
+		}, "spec.checks[3].prometheusInstant.basicAuth.username"},
+		{"bearer token without a key", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			p.Spec.Checks = append(p.Spec.Checks, healthGate(func(c *pitstopv1alpha1.PrometheusInstantCheck) {
+				c.BearerToken = &pitstopv1alpha1.SecretKeyRef{Name: "prom-auth"}
+			}))
+		}, "spec.checks[3].prometheusInstant.bearerToken.key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.Client.Create(t.Context(), profile(strings.ReplaceAll(tc.name, " ", "-"), tc.edit))

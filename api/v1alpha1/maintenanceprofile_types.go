@@ -205,6 +205,7 @@ type NodeCountCheck struct {
 
 // PrometheusInstantCheck is a health gate: a PromQL instant query whose one
 // value is compared with a threshold.
+// +kubebuilder:validation:XValidation:rule="!(has(self.bearerToken) && has(self.basicAuth))",message="set at most one of bearerToken and basicAuth"
 type PrometheusInstantCheck struct {
 	// URL of the Prometheus server (its HTTP API root).
 	// +kubebuilder:validation:Pattern=`^https?://`
@@ -217,6 +218,27 @@ type PrometheusInstantCheck struct {
 	Operator string `json:"operator"`
 	// Threshold is the number the value is compared with.
 	Threshold string `json:"threshold"`
+	// BearerToken is the Secret key holding a token sent with each query
+	// as "Authorization: Bearer <token>". At most one of BearerToken and
+	// BasicAuth is set.
+	// +optional
+	BearerToken *SecretKeyRef `json:"bearerToken,omitempty"`
+	// BasicAuth sends a username and a password with each query (HTTP
+	// basic authentication).
+	// +optional
+	BasicAuth *BasicAuth `json:"basicAuth,omitempty"`
+}
+
+// BasicAuth is an HTTP basic authentication login.
+type BasicAuth struct {
+	// Username cannot hold a colon: basic authentication joins it to the
+	// password with one (RFC 7617).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[^:]+$`
+	Username string `json:"username"`
+	// Password is the Secret key holding the password.
+	Password SecretKeyRef `json:"password"`
 }
 
 // FreezeCheck fails while any of its periods is active.
@@ -377,7 +399,8 @@ type ScheduledSchedule struct {
 // SecretKeyRef names a key of a Secret in the namespace pitstop runs in
 // (pitstop-system unless installed elsewhere). The Secret must be labelled
 // pitstop.dev/usable-by-profiles: "true": pitstop reads no other for a
-// profile. pitstop reads it when it sends, never caches or logs it.
+// profile. pitstop reads it when it sends a notification or queries
+// Prometheus (a check keeps it for 10 seconds at most), and never logs it.
 type SecretKeyRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

@@ -32,7 +32,10 @@ waits, longest first.
 
 The checks are evaluated the way the manager evaluates them, from the
 cluster as it is now (a prometheusInstant check queries Prometheus); nothing
-is changed. The dashboard shows the manager's last evaluation instead. The cluster is the one kubectl
+is changed. A prometheusInstant check with credentials (bearerToken,
+basicAuth) is the exception: their Secret is read by the manager alone, so
+explain reports the check as an error saying so. The dashboard shows the
+manager's last evaluation instead, that check's included. The cluster is the one kubectl
 uses: --kubeconfig, else $KUBECONFIG or ~/.kube/config, at --context or
 the current context, else the in-cluster service account. Installed as
 kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,
@@ -54,6 +57,9 @@ kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,
 			if err != nil {
 				return err
 			}
+			// No Secrets: explain runs with its user's access, and pitstop's
+			// Secrets are for the manager to send, not to be read onto the
+			// machine explain runs on.
 			ev := profile.NewEvaluator(c, check.Deps{Prometheus: check.NewPrometheusClient()})
 			var report interface{ WriteText(io.Writer) error }
 			if args[0] == "node" {

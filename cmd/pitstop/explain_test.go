@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,5 +162,47 @@ func TestExplainNodeAndProfile(t *testing.T) {
 	}
 	if code := execute([]string{"explain", "pod", "x"}, &stdout, &stderr); code != 2 {
 		t.Errorf("explain pod: exit %d, want 2 (usage)", code)
+	}
+}
+
+// TestExplainLeavesChecksWithCredentialsToTheManager: a prometheusInstant
+// check with a bearer token is reported as an error saying that only the
+// manager reads the Secret, naming it and its key; explain neither reads
+// the Secret nor queries Prometheus, and evaluates the other checks.
+func TestExplainLeavesChecksWithCredentialsToTheManager(t *testing.T) {
+	var queries atomic.Int32
+	prom := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		queries.Add(1)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	t.Cleanup(prom.Close)
+	p := explainProfile("explain-auth", "explain-auth", time.Now())
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "healthy", PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+		URL: prom.URL, Query: "up", Operator: ">=", Threshold: "1",
+		BearerToken: &pitstopv1alpha1.SecretKeyRef{Name: "prom-auth", Key: "token"},
+	}})
+	p.Spec.States.Operational.Transitions[0].Check = "reboot_needed && healthy"
+	testutil.Create(t, env.Client, p)
+	testutil.Create(t, env.Client, testutil.Node("explain-auth-0", testutil.WithLabels(map[string]string{"pool": "explain-auth"}),
+		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := execute([]string{"explain", "node", "explain-auth-0", "--kubeconfig=" + kubeconfig}, &stdout, &stderr); code != 0 {
+		t.Fatalf("pitstop explain: exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{
+		"[pass] reboot_needed: ",
+		`[error] healthy: bearerToken: Secret prom-auth (key "token") is not read here: only pitstop's manager reads the Secrets of profiles; the dashboard shows its last result of this check`,
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("explain node explain-auth-0 lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if n := queries.Load(); n != 0 {
+		t.Errorf("explain sent %d queries to Prometheus, want none", n)
 	}
 }

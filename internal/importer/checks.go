@@ -109,7 +109,7 @@ func (c *converter) checkInstance(inst *instance, cfg *yaml.Node) *checkDef {
 // never queries Prometheus.
 type unqueried struct{}
 
-func (unqueried) Query(context.Context, string, string, time.Time) (float64, error) {
+func (unqueried) Query(context.Context, string, check.Credentials, string, time.Time) (float64, error) {
 	return 0, errors.New("an import does not query Prometheus")
 }
 

@@ -317,7 +317,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
-	checks, err := checkDeps(opts)
+	checks, err := checkDeps(mgr, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -351,15 +351,20 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	return mgr, nil
 }
 
-// checkDeps are the services of checks: pitstop's Prometheus client and
-// the URLs it may query. The profile controller and its webhook get the
-// same.
-func checkDeps(opts Options) (check.Deps, error) {
+// checkDeps are the services of checks: pitstop's Prometheus client, the
+// URLs it may query, and the Secrets of pitstop's namespace that their
+// credentials come from, read from the API server as notifications read
+// them (no watch on Secrets). The profile controller and its webhook get
+// the same.
+func checkDeps(mgr ctrl.Manager, opts Options) (check.Deps, error) {
 	allow, err := check.ParseURLPrefixes(opts.PrometheusURLAllow)
 	if err != nil {
 		return check.Deps{}, &FlagError{"prometheus-url-allow", strings.Join(opts.PrometheusURLAllow, ","), err.Error()}
 	}
-	return check.Deps{Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow}, nil
+	return check.Deps{
+		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow,
+		Secrets: mgr.GetAPIReader(), Namespace: opts.LeaderElectionNamespace,
+	}, nil
 }
 
 // metricsOptions serves the metrics on addr: off a loopback IP, only to a

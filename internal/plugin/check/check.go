@@ -2,9 +2,11 @@
 // answers, for one node at one instant, whether a condition holds, why, and
 // when the answer can next change by itself. Checks are pure: they read the
 // node, the clock and a read-only view of the cluster given to them, and
-// never write. Admission into maintenance under a budget (maxMaintenance,
-// stagger) is serialized elsewhere, through the API server; the checks here
-// only say whether a slot looks free.
+// never write. prometheusInstant alone reaches out: it queries Prometheus,
+// with credentials read from an opted-in Secret (package profilesecret)
+// that it keeps out of every error and reason. Admission into maintenance
+// under a budget (maxMaintenance, stagger) is serialized elsewhere, through
+// the API server; the checks here only say whether a slot looks free.
 package check
 
 import (
@@ -48,9 +50,25 @@ type Cluster interface {
 // Prometheus runs PromQL instant queries.
 type Prometheus interface {
 	// Query returns the single sample value of query at the instant, or an
-	// error when the query fails or does not return exactly one sample.
-	Query(ctx context.Context, url, query string, at time.Time) (float64, error)
+	// error when the query fails or does not return exactly one sample. It
+	// sends creds only to url's scheme and host.
+	Query(ctx context.Context, url string, creds Credentials, query string, at time.Time) (float64, error)
 }
+
+// Credentials authenticate a Prometheus query: a bearer token, or a
+// username and password (basic authentication); the zero value sends
+// none. They print as a placeholder, so that a stray %v cannot put them in
+// a log or an error.
+type Credentials struct {
+	BearerToken        string
+	Username, Password string
+}
+
+// String implements fmt.Stringer.
+func (Credentials) String() string { return "<credentials from Secret>" }
+
+// GoString implements fmt.GoStringer.
+func (c Credentials) GoString() string { return c.String() }
 
 // Result is the answer of one check.
 type Result struct {

@@ -147,7 +147,7 @@ type fixedPrometheus struct {
 	err   error
 }
 
-func (f fixedPrometheus) Query(context.Context, string, string, time.Time) (float64, error) {
+func (f fixedPrometheus) Query(context.Context, string, Credentials, string, time.Time) (float64, error) {
 	return f.value, f.err
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -17,6 +19,14 @@ type Deps struct {
 	// PrometheusURLs, when not empty, are the only URLs prometheusInstant
 	// checks may query: a profile naming another is refused.
 	PrometheusURLs URLPrefixes
+	// Secrets reads the Secrets that prometheusInstant checks take their
+	// credentials from, in Namespace (pitstop's own), only those opted in
+	// (profilesecret.Read). It should read from the API server, not a
+	// cache, so that pitstop needs no watch on Secrets. When nil (`pitstop
+	// explain`, which does not read pitstop's Secrets), a check with
+	// credentials builds, and its evaluation fails saying so.
+	Secrets   client.Reader
+	Namespace string
 }
 
 // New builds the check an instance configures. It validates what the CRD

@@ -140,6 +140,19 @@ func TestNew(t *testing.T) {
 			inst:    prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) { p.Query = "" }),
 			wantErr: "prometheusInstant.query: must not be empty",
 		},
+		"builds prometheusInstant with a bearer token": {inst: prom(withBearer("prom-auth", "token"))},
+		"builds prometheusInstant with basic auth":     {inst: prom(withBasicAuth("pitstop", "prom-auth", "password"))},
+		"refuses both a bearer token and basic auth": {
+			inst: prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) {
+				withBearer("prom-auth", "token")(p)
+				withBasicAuth("pitstop", "prom-auth", "password")(p)
+			}),
+			wantErr: "prometheusInstant.bearerToken: set at most one of bearerToken and basicAuth",
+		},
+		"refuses a basic auth username with a colon": {
+			inst:    prom(withBasicAuth("pit:stop", "prom-auth", "password")),
+			wantErr: "prometheusInstant.basicAuth.username: must not be empty or hold a colon",
+		},
 		"refuses prometheusInstant without a Prometheus client": {
 			inst:    prom(func(*pitstopv1alpha1.PrometheusInstantCheck) {}),
 			noDeps:  true,

@@ -30,6 +30,8 @@ type prometheusInstant struct {
 	operator   string
 	threshold  float64
 	prometheus Prometheus
+	// auth reads the credentials each query sends; nil sends none.
+	auth *auth
 }
 
 // comparisons are the operators the API allows. NaN compares as in Go:
@@ -69,14 +71,25 @@ func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, deps Deps
 	if err != nil || math.IsNaN(threshold) {
 		return nil, fmt.Errorf("threshold: %q is not a number", cfg.Threshold)
 	}
-	return &prometheusInstant{url: cfg.URL, query: cfg.Query, operator: cfg.Operator, threshold: threshold, prometheus: deps.Prometheus}, nil
+	a, err := newAuth(cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	return &prometheusInstant{url: cfg.URL, query: cfg.Query, operator: cfg.Operator, threshold: threshold, prometheus: deps.Prometheus, auth: a}, nil
 }
 
 // Evaluate implements Check.
 func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, error) {
-	v, err := p.prometheus.Query(ctx, p.url, p.query, c.Now)
+	var creds Credentials
+	if p.auth != nil {
+		var err error
+		if creds, err = p.auth.credentials(ctx, c.Now); err != nil {
+			return Result{}, err
+		}
+	}
+	v, err := p.prometheus.Query(ctx, p.url, creds, p.query, c.Now)
 	if err != nil {
-		return Result{}, fmt.Errorf("querying %s: %w", p.url, err)
+		return Result{}, fmt.Errorf("querying %s: %w", p.url, creds.redact(err))
 	}
 	got := strconv.FormatFloat(v, 'g', -1, 64)
 	want := p.operator + " " + strconv.FormatFloat(p.threshold, 'g', -1, 64)
@@ -92,10 +105,14 @@ func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, er
 var errRedirectElsewhere = errors.New("refusing a redirect to another host")
 
 // sameHostClient is an HTTP client that follows redirects only within the
-// host first asked.
-func sameHostClient() *http.Client {
+// host first asked, origin, and sends creds to that host alone.
+func sameHostClient(origin *url.URL, creds Credentials) *http.Client {
+	var transport http.RoundTripper = api.DefaultRoundTripper
+	if creds != (Credentials{}) {
+		transport = withCredentials{next: transport, origin: origin, creds: creds}
+	}
 	return &http.Client{
-		Transport: api.DefaultRoundTripper,
+		Transport: transport,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
@@ -121,8 +138,12 @@ type prometheusClient struct {
 }
 
 // Query implements Prometheus.
-func (p *prometheusClient) Query(ctx context.Context, address, query string, at time.Time) (float64, error) {
-	client, err := api.NewClient(api.Config{Address: address, Client: sameHostClient()})
+func (p *prometheusClient) Query(ctx context.Context, address string, creds Credentials, query string, at time.Time) (float64, error) {
+	origin, err := url.Parse(address)
+	if err != nil {
+		return 0, fmt.Errorf("creating a client for %s: %w", address, err)
+	}
+	client, err := api.NewClient(api.Config{Address: address, Client: sameHostClient(origin, creds)})
 	if err != nil {
 		return 0, fmt.Errorf("creating a client for %s: %w", address, err)
 	}

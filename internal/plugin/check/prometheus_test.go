@@ -80,7 +80,7 @@ func TestPrometheusClient(t *testing.T) {
 		"# TYPE pitstop_test_series gauge\npitstop_test_series{shard=\"a\"} 1\npitstop_test_series{shard=\"b\"} 2\n")
 	client := NewPrometheusClient()
 	testutil.Eventually(t, time.Minute, 250*time.Millisecond, func() error {
-		_, err := client.Query(context.Background(), url, "pitstop_test_health", time.Now())
+		_, err := client.Query(context.Background(), url, Credentials{}, "pitstop_test_health", time.Now())
 		return err
 	})
 
@@ -167,7 +167,7 @@ func TestPrometheusClientGivesUp(t *testing.T) {
 	t.Cleanup(func() { close(stop) })
 	client := &prometheusClient{timeout: 200 * time.Millisecond}
 	began := time.Now()
-	_, err := client.Query(context.Background(), hanging.URL, "up", time.Now())
+	_, err := client.Query(context.Background(), hanging.URL, Credentials{}, "up", time.Now())
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got error %v, want the deadline exceeded", err)
 	}
@@ -176,7 +176,7 @@ func TestPrometheusClientGivesUp(t *testing.T) {
 	}
 
 	unreachable := fmt.Sprintf("http://127.0.0.1:%d", testutil.FreePort(t))
-	if _, err := client.Query(context.Background(), unreachable, "up", time.Now()); err == nil {
+	if _, err := client.Query(context.Background(), unreachable, Credentials{}, "up", time.Now()); err == nil {
 		t.Errorf("querying %s: got no error", unreachable)
 	}
 }
@@ -289,13 +289,13 @@ func TestPrometheusClientStaysOnItsHost(t *testing.T) {
 	t.Cleanup(prometheus.Close)
 	client := &prometheusClient{timeout: 5 * time.Second}
 
-	if _, err := client.Query(context.Background(), prometheus.URL+"/away", "up", time.Now()); !errors.Is(err, errRedirectElsewhere) {
+	if _, err := client.Query(context.Background(), prometheus.URL+"/away", Credentials{}, "up", time.Now()); !errors.Is(err, errRedirectElsewhere) {
 		t.Errorf("a redirect to another host: got %v, want it refused", err)
 	}
 	if elsewhereCalled.Load() {
 		t.Error("the query was sent to the other host")
 	}
-	if v, err := client.Query(context.Background(), prometheus.URL+"/moved", "up", time.Now()); err != nil || v != 7 {
+	if v, err := client.Query(context.Background(), prometheus.URL+"/moved", Credentials{}, "up", time.Now()); err != nil || v != 7 {
 		t.Errorf("a redirect within the host: got %v, %v; want 7", v, err)
 	}
 }
