@@ -6,6 +6,7 @@
 // records every node and PodDisruptionBudget change and fails the test on
 // the first broken invariant; at the end every node must be operational
 // and uncordoned, maintained exactly once and told so at most once, with
-// no Lease or NodeMaintenance left behind. `make test` runs the short
-// form; `make fault` the long one (go test -args -long).
+// no Lease or NodeMaintenance left behind. The tests build only with the
+// tag fault: `make fault` runs the long form, `make fault FAULTFLAGS=`
+// the short one.
 package fault

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && fault
 
 package fault
 
@@ -32,7 +32,7 @@ func pick[T any](short, long_ T) T {
 }
 
 // runTimeout bounds a rolling run after its fault.
-func runTimeout() time.Duration { return pick(3*time.Minute, 10*time.Minute) }
+func runTimeout() time.Duration { return pick(5*time.Minute, 10*time.Minute) }
 
 // TestFaultAPIServerDown stops the API server while a node drains, for 15 s
 // (60 s in the long form), then starts it again: pitstop carries on where

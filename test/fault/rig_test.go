@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && fault
 
 package fault
 
@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,7 +88,6 @@ func run(m *testing.M) int {
 	opts := localcluster.DefaultOptions()
 	opts.ControlPlaneNodes = 0
 	opts.Workers = workers()
-	opts.SampleWorkloads = true
 	// The node lifecycle controller must not take the outages the tests
 	// cause (the API server stopped for a minute) for dead kubelets: it
 	// would mark every pod not ready, which no drain did.
@@ -102,11 +102,41 @@ func run(m *testing.M) int {
 	if err == nil {
 		err = setUp(ctx)
 	}
+	if err == nil {
+		err = cluster.Apply(ctx, workloads())
+	}
+	if err == nil {
+		err = cluster.AwaitWorkloads(ctx, localcluster.SampleNamespace)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
+}
+
+// workloads are the sample workloads with budgets that allow two
+// disruptions at once where the samples allow one: drains still wait on
+// them, but an eviction cut off by a fault (which its budget counts as a
+// disruption for two minutes, see docs/safety.md) does not stop every
+// drain for that long.
+func workloads() localcluster.Workloads {
+	w := localcluster.SampleWorkloads()
+	two := intstr.FromInt32(2)
+	for _, d := range w.Deployments {
+		if d.Name == "web" {
+			d.Spec.Replicas = ptr.To[int32](12)
+		}
+	}
+	for _, s := range w.StatefulSets {
+		s.Spec.Replicas = ptr.To[int32](4)
+	}
+	for _, p := range w.PDBs {
+		if p.Spec.MaxUnavailable != nil {
+			p.Spec.MaxUnavailable = &two
+		}
+	}
+	return w
 }
 
 // workers is how many nodes a rolling run maintains.
