@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/budget"
 )
 
 // occupied names every node pitstop has under maintenance, whatever
@@ -27,8 +26,9 @@ func (v *clusterView) occupied(leases client.Reader) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	budgets := maxMaintenanceBudgetNames(v.profiles)
 	for key, names := range holders {
-		if v.isMaxMaintenance(key) {
+		if budgets[key.Name] {
 			for _, n := range names {
 				out[n] = true
 			}
@@ -49,14 +49,6 @@ func (v *clusterView) occupied(leases client.Reader) (map[string]bool, error) {
 		}
 	}
 	return out, nil
-}
-
-// isMaxMaintenance says a budget is a maxMaintenance check's: the budget
-// shared by every profile, or a profile's own.
-func (v *clusterView) isMaxMaintenance(key budget.Key) bool {
-	return key.Name == allProfilesBudgetKey || slices.ContainsFunc(v.profiles, func(p pitstopv1alpha1.MaintenanceProfile) bool {
-		return p.Name == key.Name
-	})
 }
 
 // Occupied implements check.Occupancy from the cache; nil when it cannot

@@ -609,14 +609,7 @@ func (r *Reconciler) sweep(ctx context.Context) error {
 		_ = r.sweepOrphans(ctx)
 		list := &pitstopv1alpha1.MaintenanceProfileList{}
 		if err := r.client.List(ctx, list); err == nil {
-			budgets := map[string]bool{allProfilesBudgetKey: true}
-			for _, p := range list.Items {
-				for _, c := range p.Spec.Checks {
-					if c.MaxMaintenance != nil {
-						budgets[p.Name] = true
-					}
-				}
-			}
+			budgets := maxMaintenanceBudgetNames(list.Items)
 			stale := r.notInMaintenance(ctx, r.clock.Now())
 			_ = r.slots.Sweep(ctx, func(key budget.Key, holder string, lease *coordinationv1.Lease) bool {
 				return budgets[key.Name] && stale(holder, lease)
@@ -628,6 +621,21 @@ func (r *Reconciler) sweep(ctx context.Context) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// maxMaintenanceBudgetNames names the budgets of maxMaintenance checks
+// (Key.Name): the one shared by every profile, and the own budget of each
+// profile with such a check.
+func maxMaintenanceBudgetNames(profiles []pitstopv1alpha1.MaintenanceProfile) map[string]bool {
+	names := map[string]bool{allProfilesBudgetKey: true}
+	for _, p := range profiles {
+		for _, c := range p.Spec.Checks {
+			if c.MaxMaintenance != nil {
+				names[p.Name] = true
+			}
+		}
+	}
+	return names
 }
 
 // giveBack gives the slot node holds of budget b, the node being recorded

@@ -53,8 +53,13 @@ func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) 
 // started it.
 func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string) int {
 	counted := map[string]bool{}
+	inGroup := map[string]bool{}
 	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
-		if n.Name == except || (m.GroupBy != "" && n.Labels[m.GroupBy] != group) {
+		if m.GroupBy != "" && n.Labels[m.GroupBy] != group {
+			continue
+		}
+		inGroup[n.Name] = true
+		if n.Name == except {
 			continue
 		}
 		state, anywhere := cluster.StateOf(n, profile)
@@ -70,10 +75,8 @@ func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 		}
 	}
 	if o, ok := cluster.(Occupancy); ok && !m.ProfileScoped {
-		inGroup := map[string]bool{}
-		for _, n := range cluster.Nodes() {
-			inGroup[n.Name] = m.GroupBy == "" || n.Labels[m.GroupBy] == group
-		}
+		// Without ProfileScoped the loop above went over every node:
+		// inGroup holds the whole scope.
 		for _, name := range o.Occupied() {
 			if name != except && inGroup[name] {
 				counted[name] = true
