@@ -189,4 +189,12 @@ func TestCoveringPDB(t *testing.T) {
 	if got, want := PDBMessage(&p), "PodDisruptionBudget shop/web allows 0 disruptions (9 of 10 pods healthy, 9 needed)"; got != want {
 		t.Errorf("PDBMessage = %q, want %q", got, want)
 	}
+	// Two evictions admitted but whose pods are not deleted: every pod is
+	// healthy, yet the budget allows nothing until they are forgotten.
+	evicted := time.Date(2026, 11, 26, 14, 13, 0, 0, time.UTC)
+	p.Status = policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0, CurrentHealthy: 12, DesiredHealthy: 10, ExpectedPods: 12,
+		DisruptedPods: map[string]metav1.Time{"web-a": metav1.NewTime(evicted), "web-b": metav1.NewTime(evicted.Add(-time.Second))}}
+	if got, want := PDBMessage(&p), "PodDisruptionBudget shop/web allows 0 disruptions (12 of 12 pods healthy, 10 needed; 2 pods counted as being evicted until 2026-11-26T14:15:00Z at the latest)"; got != want {
+		t.Errorf("PDBMessage = %q, want %q", got, want)
+	}
 }

@@ -48,8 +48,10 @@ type Cluster struct {
 	etcdURL  string    // etcd's client URL
 	realNode *realNode // nil unless opts.RealNode
 	mu       sync.Mutex
-	procs    []*process // in start order; StartComponent replaces one in place
-	stopping bool       // Stop has begun: nothing starts any more
+	procs    []*process     // in start order; StartComponent replaces one in place
+	stopping bool           // Stop has begun: nothing starts any more
+	restarts map[string]int // components started again after exiting on their own
+	endWatch context.CancelFunc
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -116,6 +118,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err := c.AwaitWorkloads(ctx, SampleNamespace); err != nil {
 			return c, err
 		}
+	}
+	if opts.RestartExited {
+		c.superviseComponents()
 	}
 	return c, nil
 }
@@ -279,6 +284,9 @@ func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
 		c.stopping = true
+		if c.endWatch != nil {
+			c.endWatch()
+		}
 		procs := slices.Clone(c.procs)
 		c.mu.Unlock()
 		// kwok, the scheduler and the controller manager go first so they do

@@ -15,6 +15,8 @@ type componentFiles struct {
 	tokens          string
 	schedulerConfig string
 	kwokConfig      string
+	auditPolicy     string // empty unless Options.AuditPodRemovals
+	auditLog        string
 }
 
 // writeComponentConfigs writes the token file the API server authenticates
@@ -56,6 +58,13 @@ leaderElection:
 	// pods would then leave, and their replacements start, at the pace of
 	// kwok rather than of the control plane. A real kubelet stops all of a
 	// node's pods at once; one worker per pod of a full node (110) does the same.
+	if c.opts.AuditPodRemovals {
+		f.auditPolicy = filepath.Join(c.Dir, "audit-policy.yaml")
+		f.auditLog = c.auditLogPath()
+		if err := os.WriteFile(f.auditPolicy, []byte(podRemovalAuditPolicy), 0o600); err != nil {
+			return f, err
+		}
+	}
 	kwok := `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
@@ -110,6 +119,10 @@ func apiserverArgs(keys *pki, files componentFiles, etcdPort, apiPort int, host 
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
+	}
+	if files.auditPolicy != "" {
+		args = append(args, "--audit-policy-file="+files.auditPolicy, "--audit-log-path="+files.auditLog,
+			"--audit-log-format=json", "--audit-log-mode=blocking")
 	}
 	if !realNode {
 		// Simulated kubelets mount no tokens, and without this plugin pods need

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -93,6 +94,55 @@ func (c *Cluster) restart(name string) error {
 	}
 	c.procs[i] = p
 	return nil
+}
+
+// superviseComponents starts, until Stop, a loop that runs a component
+// again a second after it exits on its own (see Options.RestartExited).
+func (c *Cluster) superviseComponents() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.endWatch = cancel
+	c.restarts = map[string]int{}
+	c.mu.Unlock()
+	go func() {
+		ticker := time.NewTicker(time.Second)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			for _, name := range c.crashed() {
+				if c.restart(name) == nil {
+					c.mu.Lock()
+					c.restarts[name]++
+					c.mu.Unlock()
+				}
+			}
+		}
+	}()
+}
+
+// crashed names the components that exited without being stopped on purpose.
+func (c *Cluster) crashed() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for _, p := range c.procs {
+		if done, _ := p.exited(); done && !p.halted.Load() && slices.Contains(Components, p.name) {
+			names = append(names, p.name)
+		}
+	}
+	return names
+}
+
+// Restarts counts, per component, the times it exited on its own and was
+// started again (Options.RestartExited).
+func (c *Cluster) Restarts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.restarts)
 }
 
 // component returns the process of a component by name, and its index in

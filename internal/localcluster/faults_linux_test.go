@@ -10,6 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -18,7 +20,8 @@ import (
 // API server or etcd is down requests fail, and once it is back they
 // succeed on the same data; pods created while the scheduler and kwok were
 // down, and after they came back, are scheduled and run; a component that
-// dies on its own is still reported; Stop leaves no process, restarted ones
+// dies on its own is still reported, and started again when the cluster
+// supervises its components; Stop leaves no process, restarted ones
 // included.
 func TestComponentsStopAndStartAgain(t *testing.T) {
 	opts := DefaultOptions()
@@ -103,6 +106,28 @@ func TestComponentsStopAndStartAgain(t *testing.T) {
 	if err := c.checkProcesses(); err != nil {
 		t.Fatalf("after restarting every component: %v", err)
 	}
+
+	// With RestartExited, a component that dies on its own is started
+	// again; one stopped on purpose stays stopped.
+	c.superviseComponents()
+	scheduler := c.pidOf(t, "kube-scheduler")
+	if err := syscall.Kill(scheduler, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	timed(t, "stopping kwok under supervision", func() error { return c.StopComponent("kwok") })
+	awaitCondition(t, 15*time.Second, func() error {
+		if n := c.Restarts()["kube-scheduler"]; n != 1 || c.pidOf(t, "kube-scheduler") == scheduler {
+			return fmt.Errorf("kube-scheduler killed from outside: restarted %d times, want 1 with a new pid", n)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if n := c.Restarts()["kwok"]; n != 0 {
+		t.Fatalf("kwok, stopped on purpose, was started again %d times", n)
+	}
+	timed(t, "starting kwok under supervision", func() error { return c.StartComponent(ctx, "kwok") })
+	createPod(t, c, ns.Name, "after-crash")
+	awaitPodsRunning(t, c, ns.Name, "after-crash")
 
 	// Restarted components keep their own process group, which Stop kills.
 	restarted := c.PIDs()
@@ -189,4 +214,60 @@ func (c *Cluster) pidOf(t *testing.T, name string) int {
 		t.Fatal(err)
 	}
 	return p.cmd.Process.Pid
+}
+
+// TestTheAuditLogRecordsPodRemovals evicts one pod, deletes another and
+// evicts one that does not exist: PodRemovals returns the three requests,
+// made by the cluster's own client, with their answers, and none made
+// before its since.
+func TestTheAuditLogRecordsPodRemovals(t *testing.T) {
+	opts := DefaultOptions()
+	opts.ControlPlaneNodes = 0
+	opts.Workers = 1
+	opts.AuditPodRemovals = true
+	c := startForTest(t, opts)
+	ctx := t.Context()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "audited"}}
+	if _, err := c.Clientset.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, c, ns.Name, "early")
+	awaitPodsRunning(t, c, ns.Name, "early")
+	if err := c.Clientset.CoreV1().Pods(ns.Name).Delete(ctx, "early", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now()
+	createPod(t, c, ns.Name, "evicted")
+	createPod(t, c, ns.Name, "deleted")
+	awaitPodsRunning(t, c, ns.Name, "evicted", "deleted")
+	pods := c.Clientset.CoreV1().Pods(ns.Name)
+	evict := func(name string) error {
+		return pods.EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name}})
+	}
+	if err := evict("evicted"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := evict("missing"); !apierrors.IsNotFound(err) {
+		t.Fatalf("evicting a missing pod: %v, want NotFound", err)
+	}
+	got, err := c.PodRemovals(since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []string
+	for _, r := range got {
+		// kwok, as a kubelet does, deletes each pod for good once its
+		// containers are stopped.
+		if r.Namespace != ns.Name || r.UserAgent != "pitstop-localcluster" {
+			continue
+		}
+		mine = append(mine, fmt.Sprintf("%s %v %d", r.Pod, r.Eviction, r.Code))
+	}
+	want := []string{"evicted true 201", "deleted false 200", "missing true 404"}
+	if !slices.Equal(mine, want) {
+		t.Fatalf("pod removals since the first delete: %q, want %q", mine, want)
+	}
 }

@@ -55,6 +55,18 @@ type Options struct {
 	// the nodes are Ready and waits until they run.
 	SampleWorkloads bool
 
+	// RestartExited starts a component that exits on its own (not by
+	// StopComponent or KillComponent) again, a second after it exited, as
+	// the kubelet restarts a crashed static pod. Restarts counts them. Off,
+	// a component that exits stays down, and Start fails if one exits while
+	// it waits.
+	RestartExited bool
+
+	// AuditPodRemovals makes the API server write an audit log of every
+	// request that removes a pod, a delete or an eviction, with who asked
+	// (user agent) and the answer: see PodRemovals.
+	AuditPodRemovals bool
+
 	// NodeMonitorGracePeriod is how long the node lifecycle controller waits
 	// for a heartbeat before it marks a node NotReady.
 	NodeMonitorGracePeriod time.Duration

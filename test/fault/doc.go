@@ -6,7 +6,8 @@
 // records every node and PodDisruptionBudget change and fails the test on
 // the first broken invariant; at the end every node must be operational
 // and uncordoned, maintained exactly once and told so at most once, with
-// no Lease or NodeMaintenance left behind. The tests build only with the
-// tag fault: `make fault` runs the long form, `make fault FAULTFLAGS=`
-// the short one.
+// no Lease or NodeMaintenance left behind, and the API server's audit log
+// must show no pod that pitstop deleted rather than evicted. The campaign
+// has three forms (-form): brief, which `make test` runs; short, `make
+// fault FAULTFLAGS=-form=short`; and long, `make fault`.
 package fault

@@ -1,4 +1,4 @@
-//go:build linux && fault
+//go:build linux
 
 package fault
 
@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,7 +41,7 @@ import (
 
 // long runs the campaign's long form (make fault): longer outages, more
 // kills, more nodes.
-var long = flag.Bool("long", false, "run the long fault campaign")
+var form = flag.String("form", "brief", "the campaign's form: brief (make test), short or long (make fault)")
 
 // The rig's fixed parts.
 const (
@@ -62,6 +63,10 @@ var (
 // PodDisruptionBudget.
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if !slices.Contains([]string{"brief", "short", "long"}, *form) {
+		fmt.Fprintf(os.Stderr, "-form=%s: want brief, short or long\n", *form)
+		os.Exit(2)
+	}
 	os.Exit(run(m))
 }
 
@@ -92,6 +97,13 @@ func run(m *testing.M) int {
 	// cause (the API server stopped for a minute) for dead kubelets: it
 	// would mark every pod not ready, which no drain did.
 	opts.NodeMonitorGracePeriod = 10 * time.Minute
+	opts.KeepDir = os.Getenv("PITSTOP_FAULT_KEEP_LOGS") != ""
+	// A control-plane component that exits on its own in an outage is
+	// started again, as the kubelet restarts a static pod; each test says
+	// how many were.
+	opts.RestartExited = true
+	// The audit log shows every pod pitstop removed, and how.
+	opts.AuditPodRemovals = true
 	cluster, err = localcluster.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -141,10 +153,7 @@ func workloads() localcluster.Workloads {
 
 // workers is how many nodes a rolling run maintains.
 func workers() int {
-	if *long {
-		return 8
-	}
-	return 4
+	return pick(4, 4, 8)
 }
 
 // setUp installs the CRDs and pitstop's namespace.
@@ -168,6 +177,8 @@ type rig struct {
 	notes    *receiver
 	watch    *watcher
 	started  time.Time
+	// restartsBefore is cluster.Restarts() when the test began.
+	restartsBefore map[string]int
 	// stopKeeping ends keepRunning.
 	stopKeeping context.CancelFunc
 	cleaned     bool
@@ -176,7 +187,7 @@ type rig struct {
 // newRig starts the watcher, the receiver and two pitstop processes.
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{t: t, notes: newReceiver(t), started: time.Now()}
+	r := &rig{t: t, notes: newReceiver(t), started: time.Now(), restartsBefore: cluster.Restarts()}
 	r.watch = watchInvariants(t)
 	for i := range 2 {
 		r.managers = append(r.managers, startPitstop(t, fmt.Sprintf("pitstop-%d", i)))
@@ -459,6 +470,26 @@ func workerNames() []string {
 	return out
 }
 
+// awaitOutageMoment waits for the moment an outage of the API server or
+// etcd begins, and says what it is. The short and long forms cut in while
+// a node drains. An eviction cut off there leaves its pod counted against
+// its PodDisruptionBudget for two minutes (docs/safety.md), so the brief
+// form, which make test runs, cuts in once a node is in maintenance while
+// no drain is under way, instead.
+func (r *rig) awaitOutageMoment() string {
+	r.t.Helper()
+	if *form != "brief" {
+		return r.awaitDraining() + " drains"
+	}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if node := r.watch.inMaintenanceWithNoDrain(); node != "" {
+			return node + " is in maintenance and no node drains"
+		}
+	}
+	r.t.Fatalf("no node in maintenance while no drain is under way within 2 minutes: %s", r.describe())
+	return ""
+}
+
 // awaitDraining waits until some node's drain is under way.
 func (r *rig) awaitDraining() string {
 	r.t.Helper()
@@ -562,9 +593,26 @@ func (r *rig) finish(timeout time.Duration) {
 	if err := r.watch.violation(); err != nil {
 		r.t.Fatal(err)
 	}
-	r.t.Logf("%d nodes through maintenance in %s; at most %d at once; pitstop started %d times; the watcher listed again %d times; %s",
-		len(names), time.Since(r.started).Round(time.Second), r.watch.mostAtOnce(), r.starts(), r.watch.relisted(), r.watch.story())
+	evictions := onlyEvictions(r.t, r.started, pitstopAgent)
+	r.t.Logf("%d nodes through maintenance in %s; at most %d at once; pitstop started %d times; the watcher listed again %d times; %s; components restarted after exiting on their own: %v; %s",
+		len(names), time.Since(r.started).Round(time.Second), r.watch.mostAtOnce(), r.starts(), r.watch.relisted(), evictions,
+		r.restarts(), r.watch.story())
+	if unready := r.watch.unreadyPods(); len(unready) > 0 {
+		r.t.Logf("pods that went not ready without being removed (not pitstop's doing, so not counted): %s", strings.Join(unready, "; "))
+	}
 	r.cleanUp()
+}
+
+// restarts counts, per component, the times it exited on its own and was
+// started again during this test.
+func (r *rig) restarts() map[string]int {
+	now := cluster.Restarts()
+	for name, n := range r.restartsBefore {
+		if now[name] -= n; now[name] == 0 {
+			delete(now, name)
+		}
+	}
+	return now
 }
 
 func (r *rig) starts() int {
@@ -668,4 +716,36 @@ func (r *receiver) count(node string) int {
 // randomMoment sleeps a random while in [lo, hi).
 func randomMoment(lo, hi time.Duration) {
 	time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo))))
+}
+
+// pitstopAgent is the user agent of `pitstop run`'s requests.
+const pitstopAgent = "pitstop"
+
+// onlyEvictions fails the test for each pod that a client with the user
+// agent agent deleted since since (the audit log of the API server says):
+// with no force-delete policy, pitstop removes pods only through the
+// Eviction API. It returns how the evictions were answered.
+func onlyEvictions(t *testing.T, since time.Time, agent string) string {
+	t.Helper()
+	removals, err := cluster.PodRemovals(since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, refused, gone, other := 0, 0, 0, 0
+	for _, r := range removals {
+		switch {
+		case r.UserAgent != agent:
+		case !r.Eviction:
+			t.Errorf("%s: %s deleted pod %s/%s (HTTP %d) instead of evicting it", r.At.Format("15:04:05.000"), agent, r.Namespace, r.Pod, r.Code)
+		case r.Code == http.StatusCreated:
+			created++
+		case r.Code == http.StatusTooManyRequests:
+			refused++
+		case r.Code == http.StatusNotFound || r.Code == http.StatusConflict:
+			gone++
+		default:
+			other++
+		}
+	}
+	return fmt.Sprintf("evictions: %d done, %d refused by a PodDisruptionBudget, %d of pods already gone, %d otherwise answered", created, refused, gone, other)
 }

@@ -1,4 +1,4 @@
-//go:build linux && fault
+//go:build linux
 
 package fault
 
@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -28,7 +29,9 @@ import (
 // it saw, and keeps the first violation of an invariant:
 //   - no more than budget nodes under maintenance at once (in
 //     maintenance, or carrying pitstop's drain taint);
-//   - no PodDisruptionBudget with fewer healthy pods than it requires.
+//   - no pod removed (evicted or deleted) while its app has fewer healthy
+//     pods than its PodDisruptionBudget requires. A pod that goes not ready
+//     and stays is recorded but not counted: no drain does that.
 type watcher struct {
 	mu        sync.Mutex
 	under     map[string]bool
@@ -41,9 +44,12 @@ type watcher struct {
 	// gaps counts the times a watch had to list again after an outage.
 	gaps int
 	// healthy are the sample workloads' pods that are ready and not
-	// terminating, by name, with their app; desired is how many healthy
-	// pods each app's PodDisruptionBudget requires.
-	healthy map[string]string
+	// terminating, by UID (a StatefulSet's pod comes back under its name),
+	// with their app; desired is how many healthy pods each app's
+	// PodDisruptionBudget requires; unready lists the healthy pods that went
+	// not ready without being removed.
+	healthy map[types.UID]string
+	unready []string
 	desired map[string]int32
 	// timeline lists every state change seen, with when.
 	timeline []string
@@ -52,7 +58,7 @@ type watcher struct {
 func watchInvariants(t *testing.T) *watcher {
 	t.Helper()
 	w := &watcher{under: map[string]bool{}, entered: map[string]int{}, back: map[string]bool{}, state: map[string]string{},
-		healthy: map[string]string{}, desired: map[string]int32{}}
+		healthy: map[types.UID]string{}, desired: map[string]int32{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	nodes := cluster.Clientset.CoreV1().Nodes()
@@ -87,6 +93,10 @@ func (w *watcher) listPods(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Pods removed while the watch was broken are not in the list.
+	w.mu.Lock()
+	w.healthy = map[types.UID]string{}
+	w.mu.Unlock()
 	for i := range list.Items {
 		w.pod(&list.Items[i], false)
 	}
@@ -234,14 +244,20 @@ func (w *watcher) pod(p *corev1.Pod, deleted bool) {
 	ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 	})
-	if !deleted && ready && p.DeletionTimestamp == nil {
-		w.healthy[p.Name] = app
+	removed := deleted || p.DeletionTimestamp != nil
+	if ready && !removed {
+		w.healthy[p.UID] = app
 		return
 	}
-	if _, was := w.healthy[p.Name]; !was {
+	if _, was := w.healthy[p.UID]; !was {
 		return
 	}
-	delete(w.healthy, p.Name)
+	delete(w.healthy, p.UID)
+	at := time.Now().Format("15:04:05.000")
+	if !removed {
+		w.unready = append(w.unready, fmt.Sprintf("%s on %s at %s", p.Name, p.Spec.NodeName, at))
+		return
+	}
 	count := int32(0)
 	for _, a := range w.healthy {
 		if a == app {
@@ -249,16 +265,22 @@ func (w *watcher) pod(p *corev1.Pod, deleted bool) {
 		}
 	}
 	if desired, ok := w.desired[app]; ok && count < desired && w.violated == nil {
-		why := "not ready"
-		switch {
-		case deleted:
+		why := "terminating"
+		if deleted {
 			why = "deleted"
-		case p.DeletionTimestamp != nil:
-			why = "terminating"
 		}
 		w.violated = fmt.Errorf("app %s had %d healthy pods once pod %s on %s went (%s, at %s), fewer than the %d its PodDisruptionBudget requires",
-			app, count, p.Name, p.Spec.NodeName, why, time.Now().Format("15:04:05.000"), desired)
+			app, count, p.Name, p.Spec.NodeName, why, at, desired)
 	}
+}
+
+// unreadyPods lists the healthy pods that went not ready without being
+// removed: no drain does that, so the watcher does not count them against
+// a budget.
+func (w *watcher) unreadyPods() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.unready)
 }
 
 func (w *watcher) fail(err error) {
@@ -273,6 +295,23 @@ func (w *watcher) violation() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.violated
+}
+
+// inMaintenanceWithNoDrain returns a node in maintenance now while no other
+// node is draining (tainted by a drain but not yet in maintenance), or "".
+func (w *watcher) inMaintenanceWithNoDrain() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	in := ""
+	for node, state := range w.state {
+		switch {
+		case state == string(pitstopv1alpha1.StateInMaintenance):
+			in = node
+		case w.under[node]:
+			return ""
+		}
+	}
+	return in
 }
 
 func (w *watcher) entries(node string) int {
