@@ -23,6 +23,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -31,6 +32,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/profilesecret"
@@ -184,9 +186,11 @@ type rig struct {
 	cleaned     bool
 }
 
-// newRig starts the watcher, the receiver and two pitstop processes.
+// newRig waits until the workloads have settled after the test before,
+// then starts the watcher, the receiver and two pitstop processes.
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	awaitSettled(t)
 	r := &rig{t: t, notes: newReceiver(t), started: time.Now(), restartsBefore: cluster.Restarts()}
 	r.watch = watchInvariants(t)
 	for i := range 2 {
@@ -197,6 +201,25 @@ func newRig(t *testing.T) *rig {
 	r.keepRunning(ctx)
 	t.Cleanup(r.cleanUp)
 	return r
+}
+
+// awaitSettled waits until every pod of the sample workloads is healthy and
+// no PodDisruptionBudget counts a pod as being evicted, so that a test does
+// not start in the aftermath of the one before (docs/safety.md).
+func awaitSettled(t *testing.T) {
+	t.Helper()
+	testutil.Eventually(t, 3*time.Minute, 500*time.Millisecond, func() error {
+		list := &policyv1.PodDisruptionBudgetList{}
+		if err := admin.List(context.Background(), list, client.InNamespace(localcluster.SampleNamespace)); err != nil {
+			return err
+		}
+		for _, p := range list.Items {
+			if p.Status.ObservedGeneration < p.Generation || len(p.Status.DisruptedPods) > 0 || p.Status.CurrentHealthy < p.Status.ExpectedPods {
+				return fmt.Errorf("the workloads have not settled after the test before: %s", drain.PDBMessage(&p))
+			}
+		}
+		return nil
+	})
 }
 
 // pitstop is one `pitstop run` process, started again after it is killed
@@ -471,18 +494,22 @@ func workerNames() []string {
 }
 
 // awaitOutageMoment waits for the moment an outage of the API server or
-// etcd begins, and says what it is. The short and long forms cut in while
-// a node drains. An eviction cut off there leaves its pod counted against
-// its PodDisruptionBudget for two minutes (docs/safety.md), so the brief
-// form, which make test runs, cuts in once a node is in maintenance while
-// no drain is under way, instead.
-func (r *rig) awaitOutageMoment() string {
+// etcd, or a kill of the leader, begins, and says what it is. The short and
+// long forms cut in while a node drains. An eviction cut off there leaves
+// its pod counted against its PodDisruptionBudget for two minutes
+// (docs/safety.md), so the brief form, which make test runs, cuts in once a
+// node is in maintenance while no drain is under way, instead; with last,
+// once no drain is to come either (see TestFaultAPIServerDown).
+func (r *rig) awaitOutageMoment(last bool) string {
 	r.t.Helper()
 	if *form != "brief" {
 		return r.awaitDraining() + " drains"
 	}
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if node := r.watch.inMaintenanceWithNoDrain(); node != "" {
+		if node := r.watch.inMaintenanceWithNoDrain(last); node != "" {
+			if last {
+				return node + " is in maintenance and no node drains or has yet to"
+			}
 			return node + " is in maintenance and no node drains"
 		}
 	}

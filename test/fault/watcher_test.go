@@ -299,7 +299,9 @@ func (w *watcher) violation() error {
 
 // inMaintenanceWithNoDrain returns a node in maintenance now while no other
 // node is draining (tainted by a drain but not yet in maintenance), or "".
-func (w *watcher) inMaintenanceWithNoDrain() string {
+// With last, also every other node must be in maintenance or back from it:
+// no drain is to come.
+func (w *watcher) inMaintenanceWithNoDrain(last bool) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	in := ""
@@ -308,6 +310,8 @@ func (w *watcher) inMaintenanceWithNoDrain() string {
 		case state == string(pitstopv1alpha1.StateInMaintenance):
 			in = node
 		case w.under[node]:
+			return ""
+		case last && !w.back[node]:
 			return ""
 		}
 	}
