@@ -1,36 +1,5 @@
 package v1alpha1
 
-// Keys pitstop sets on nodes and its objects.
-const (
-	// TaintDrain marks a node that pitstop is draining, next to the standard
-	// node.kubernetes.io/unschedulable taint. Pods that tolerate the cordon
-	// (but not this taint) do not land on the node while it drains.
-	TaintDrain = "pitstop.dev/drain"
-
-	// AnnotationCordonedBefore records on the node whether it was already
-	// cordoned when pitstop first cordoned it ("true" or "false"), so that
-	// restoring it does not uncordon a node someone else had cordoned.
-	AnnotationCordonedBefore = "pitstop.dev/cordoned-before"
-
-	// AnnotationExcludeNodeDraining on a NodeMaintenance or its node means
-	// cordon only, no drain. It is the key the Machine API uses, so Machines
-	// and nodes that carry it keep their meaning.
-	AnnotationExcludeNodeDraining = "machine.openshift.io/exclude-node-draining"
-
-	// FinalizerNodeMaintenance holds a NodeMaintenance until its node is
-	// restored.
-	FinalizerNodeMaintenance = "pitstop.dev/node-maintenance"
-
-	// FinalizerMaintenanceProfile holds a deleted MaintenanceProfile until
-	// every node it had out of operational has left it: restored, and its
-	// budget slots given back.
-	FinalizerMaintenanceProfile = "pitstop.dev/maintenance-profile"
-
-	// LabelExcludeFromRemediation on a node tells health checkers (pitstop's,
-	// and medik8s' NodeHealthCheck) that the node is down on purpose.
-	LabelExcludeFromRemediation = "remediation.medik8s.io/exclude-from-remediation"
-)
-
 // Condition reasons of a NodeMaintenance. Each is one CamelCase word; the
 // condition message says the rest for people.
 const (

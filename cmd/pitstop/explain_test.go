@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
@@ -78,7 +77,7 @@ func TestExplainNodeAndProfile(t *testing.T) {
 	}
 
 	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
-		if s := testutil.GetNode(t, env.Client, "explain-0").Labels[engine.LabelState]; s != string(pitstopv1alpha1.StateMaintenanceRequired) {
+		if s := testutil.GetNode(t, env.Client, "explain-0").Labels[pitstopv1alpha1.LabelState]; s != string(pitstopv1alpha1.StateMaintenanceRequired) {
 			return fmt.Errorf("explain-0 is %q", s)
 		}
 		nm := &pitstopv1alpha1.NodeMaintenance{}

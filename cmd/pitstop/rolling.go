@@ -92,7 +92,7 @@ func fleetLine(ctx context.Context, c client.Client) string {
 	var inMaintenance []string
 	done := 0
 	for _, n := range nodes.Items {
-		state := n.Labels[engine.LabelState]
+		state := n.Labels[pitstopv1alpha1.LabelState]
 		if state == "" {
 			state = string(pitstopv1alpha1.StateOperational)
 		}

@@ -25,17 +25,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // Labels on slot Leases, so that a budget's slots can be listed.
 const (
-	LabelBudget = "pitstop.dev/budget"
 	// holderPrefix marks Leases as pitstop's in their holder identity.
 	holderPrefix = "node/"
-	// annotationBudgetName and annotationBudgetGroup say which budget a
-	// slot belongs to (its label is a hash).
-	annotationBudgetName  = "pitstop.dev/budget-name"
-	annotationBudgetGroup = "pitstop.dev/budget-group"
 )
 
 // Key names a budget: a profile and, for budgets per group, the group's
@@ -187,7 +184,7 @@ func (s *Slots) overlay(key Key, list *coordinationv1.LeaseList, now time.Time) 
 		}
 	}
 	for name, w := range s.written {
-		if !seen[name] && w.lease != nil && now.Sub(w.at) < cacheLag && w.lease.Labels[LabelBudget] == key.id() {
+		if !seen[name] && w.lease != nil && now.Sub(w.at) < cacheLag && w.lease.Labels[pitstopv1alpha1.LabelBudget] == key.id() {
 			items = append(items, *w.lease)
 		}
 	}
@@ -286,7 +283,7 @@ func (s *Slots) CachedKeys(ctx context.Context) ([]Key, error) {
 		return nil, nil
 	}
 	list := &coordinationv1.LeaseList{}
-	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{LabelBudget}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{pitstopv1alpha1.LabelBudget}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing budget slots: %w", err)
 	}
 	seen := map[Key]bool{}
@@ -324,7 +321,7 @@ func (s *Slots) CachedHolders(ctx context.Context, key Key, max int) []string {
 // (read them, never change them), with this process's own writes since
 // laid over them.
 func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseList) error {
-	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
 	s.overlay(key, list, time.Now())
@@ -333,10 +330,10 @@ func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseL
 
 // KeyOf returns the budget a slot Lease belongs to, and whether it is one.
 func KeyOf(lease *coordinationv1.Lease) (Key, bool) {
-	if _, ok := lease.Labels[LabelBudget]; !ok {
+	if _, ok := lease.Labels[pitstopv1alpha1.LabelBudget]; !ok {
 		return Key{}, false
 	}
-	return Key{Name: lease.Annotations[annotationBudgetName], Group: lease.Annotations[annotationBudgetGroup]}, true
+	return Key{Name: lease.Annotations[pitstopv1alpha1.AnnotationBudgetName], Group: lease.Annotations[pitstopv1alpha1.AnnotationBudgetGroup]}, true
 }
 
 func isSlot(key Key, max int, name string) bool {
@@ -457,7 +454,7 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 	// below are what serialize: a create fails if the slot exists, an
 	// update if the slot changed since this read.
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}); err != nil {
 		return "", false, fmt.Errorf("reading the slots of %s: %w", key.Name, err)
 	}
 	own, slots := bySlot(key, max, node, list.Items)
@@ -604,7 +601,7 @@ func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
 // releaseLive gives back the node's slots as the API server lists them.
 func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}); err != nil {
 		return fmt.Errorf("listing slots of %s: %w", key.Name, err)
 	}
 	for i := range list.Items {
@@ -628,7 +625,7 @@ func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 // a node out of maintenance and giving its slot back.
 func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, lease *coordinationv1.Lease) bool) error {
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{LabelBudget}); err != nil {
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{pitstopv1alpha1.LabelBudget}); err != nil {
 		return fmt.Errorf("listing budget slots: %w", err)
 	}
 	for i := range list.Items {
@@ -657,7 +654,7 @@ func (s *Slots) EveryHolder(ctx context.Context, reader client.Reader) (map[Key]
 		return nil, nil
 	}
 	list := &coordinationv1.LeaseList{}
-	if err := reader.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{LabelBudget}); err != nil {
+	if err := reader.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{pitstopv1alpha1.LabelBudget}); err != nil {
 		return nil, fmt.Errorf("listing budget slots: %w", err)
 	}
 	out := map[Key][]string{}
@@ -673,7 +670,7 @@ func (s *Slots) EveryHolder(ctx context.Context, reader client.Reader) (map[Key]
 // Holders lists the nodes holding the budget's slots.
 func (s *Slots) Holders(ctx context.Context, key Key) ([]string, error) {
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{LabelBudget: key.id()}); err != nil {
+	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}); err != nil {
 		return nil, fmt.Errorf("listing slots of %s: %w", key.Name, err)
 	}
 	var out []string
@@ -690,10 +687,10 @@ func (s *Slots) newLease(key Key, i int, node string, now time.Time) *coordinati
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Namespace,
 			Name:      slotName(key, i),
-			Labels:    map[string]string{LabelBudget: key.id()},
+			Labels:    map[string]string{pitstopv1alpha1.LabelBudget: key.id()},
 			Annotations: map[string]string{
-				annotationBudgetName:  key.Name,
-				annotationBudgetGroup: key.Group,
+				pitstopv1alpha1.AnnotationBudgetName:  key.Name,
+				pitstopv1alpha1.AnnotationBudgetGroup: key.Group,
 			},
 		},
 		Spec: coordinationv1.LeaseSpec{

@@ -20,7 +20,6 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -154,7 +153,7 @@ func zonesFleet(t *testing.T, now time.Time) {
 	})
 	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		for node, want := range map[string]pitstopv1alpha1.MaintenanceState{"zones-a1": pitstopv1alpha1.StateMaintenanceRequired, "zones-b1": pitstopv1alpha1.StateInMaintenance} {
-			if got := testutil.GetNode(t, env.Client, node).Labels[engine.LabelState]; got != string(want) {
+			if got := testutil.GetNode(t, env.Client, node).Labels[pitstopv1alpha1.LabelState]; got != string(want) {
 				return fmt.Errorf("%s is %q, want %s", node, got, want)
 			}
 		}

@@ -16,17 +16,7 @@ import (
 )
 
 // Keys on the node.
-const (
-	// AnnotationData holds the node's Record as JSON: its state in every
-	// profile, so that a restart resumes where it stopped.
-	AnnotationData = "pitstop.dev/maintenance-data"
-	// LabelState is the node's most severe state over its profiles, for
-	// selectors and `kubectl get nodes -L`.
-	LabelState = "pitstop.dev/state"
-	// LabelSeedProfile is the maintenance-controller's profile label:
-	// profile names joined by "--". pitstop honours it.
-	LabelSeedProfile = "cloud.sap/maintenance-profile"
-)
+const ()
 
 // ProfileRecord is a node's state in one profile.
 type ProfileRecord struct {
@@ -60,14 +50,14 @@ type Record struct {
 // annotation, and the node is left alone rather than reset.
 func ReadRecord(node *corev1.Node) (Record, error) {
 	r := Record{Profiles: map[string]ProfileRecord{}}
-	data, ok := node.Annotations[AnnotationData]
+	data, ok := node.Annotations[pitstopv1alpha1.AnnotationMaintenanceData]
 	if !ok || data == "" {
 		return r, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("node %s: annotation %s is not a pitstop record: %w", node.Name, AnnotationData, err)
+		return r, fmt.Errorf("node %s: annotation %s is not a pitstop record: %w", node.Name, pitstopv1alpha1.AnnotationMaintenanceData, err)
 	}
 	if r.Profiles == nil {
 		r.Profiles = map[string]ProfileRecord{}
@@ -239,7 +229,7 @@ func (r *Record) ClearFailures(profile string) {
 	r.Profiles[profile] = pr
 }
 
-// severity orders states for LabelState.
+// severity orders states for pitstopv1alpha1.LabelState.
 var severity = map[pitstopv1alpha1.MaintenanceState]int{
 	pitstopv1alpha1.StateOperational:         0,
 	pitstopv1alpha1.StateMaintenanceRequired: 1,
@@ -281,7 +271,7 @@ func Selector(p *pitstopv1alpha1.MaintenanceProfile) (func(*corev1.Node) bool, e
 	}
 	name := p.Name
 	return func(node *corev1.Node) bool {
-		for n := range strings.SplitSeq(node.Labels[LabelSeedProfile], "--") {
+		for n := range strings.SplitSeq(node.Labels[pitstopv1alpha1.LabelSeedProfile], "--") {
 			if n == name {
 				return true
 			}

@@ -36,7 +36,7 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 		t.Errorf("first failure counted as %d", n)
 	}
 
-	node.Annotations = map[string]string{AnnotationData: r.Encode()}
+	node.Annotations = map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: r.Encode()}
 	back, err := ReadRecord(node)
 	if err != nil {
 		t.Fatal(err)
@@ -69,9 +69,9 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 }
 
 func TestReadRecordRefusesGarbage(t *testing.T) {
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{AnnotationData: `{"Profiles":{"x":{}}, "Notifications":{}}`}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: `{"Profiles":{"x":{}}, "Notifications":{}}`}}}
 	_, err := ReadRecord(node)
-	if err == nil || !strings.Contains(err.Error(), AnnotationData) || !strings.Contains(err.Error(), "n1") {
+	if err == nil || !strings.Contains(err.Error(), pitstopv1alpha1.AnnotationMaintenanceData) || !strings.Contains(err.Error(), "n1") {
 		t.Errorf("got %v, want an error naming the node and the annotation", err)
 	}
 }
@@ -92,8 +92,8 @@ func TestSelects(t *testing.T) {
 	}{
 		{"by selector", profile("os", workers), node(map[string]string{"role": "worker"}), true},
 		{"not by selector", profile("os", workers), node(map[string]string{"role": "db"}), false},
-		{"by the seed's label, one of several", profile("k8s", nil), node(map[string]string{LabelSeedProfile: "os--k8s"}), true},
-		{"the seed's label names another profile", profile("k8s", nil), node(map[string]string{LabelSeedProfile: "os"}), false},
+		{"by the seed's label, one of several", profile("k8s", nil), node(map[string]string{pitstopv1alpha1.LabelSeedProfile: "os--k8s"}), true},
+		{"the seed's label names another profile", profile("k8s", nil), node(map[string]string{pitstopv1alpha1.LabelSeedProfile: "os"}), false},
 		{"no selector and no label", profile("os", nil), node(nil), false},
 	} {
 		got, err := Selects(tc.p, tc.n)
@@ -116,7 +116,7 @@ func TestSinceIsRoundedUpToTheMillisecond(t *testing.T) {
 	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
 		t.Fatalf("since %s in memory, want %s", got, want)
 	}
-	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationData: r.Encode()}}})
+	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: r.Encode()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestSinceIsRoundedUpToTheMillisecond(t *testing.T) {
 // which kept the time as a metav1.Time, to the same millisecond.
 func TestRecordTimesAcrossVersions(t *testing.T) {
 	old := `{"profiles":{"os":{"current":"in-maintenance","previous":"maintenance-required","since":"2026-11-22T10:00:01Z"}}}`
-	rec, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationData: old}}})
+	rec, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: old}}})
 	if err != nil {
 		t.Fatalf("a record written to the second: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestNotifiedIsNeverBeforeSince(t *testing.T) {
 	r.Move("os", required, entered)
 	sent := r.Profiles["os"].Since.Add(500 * time.Microsecond) // the earliest a notification can be due
 	r.Notified("os", "slack", sent)
-	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationData: r.Encode()}}})
+	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: r.Encode()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

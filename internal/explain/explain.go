@@ -20,7 +20,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 )
 
 // NodeReport is everything that explains a node's maintenance.
@@ -77,7 +76,7 @@ func Node(ctx context.Context, reader, events client.Reader, ev *profile.Evaluat
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	r := &NodeReport{Node: name, Generated: now, State: node.Labels[engine.LabelState], Cordoned: node.Spec.Unschedulable}
+	r := &NodeReport{Node: name, Generated: now, State: node.Labels[pitstopv1alpha1.LabelState], Cordoned: node.Spec.Unschedulable}
 	if r.State == "" {
 		r.State = "-"
 	}

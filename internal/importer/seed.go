@@ -9,7 +9,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 )
 
 // seedConfig is what the import reads of a maintenance.yaml, with the
@@ -116,7 +115,7 @@ func (c *converter) parseInstances(n *yaml.Node, s *seedConfig) {
 	items, _ = c.items(kinds["notify"].value, "instances.notify")
 	for _, item := range items {
 		if inst, _, ok := c.instance(item, "notification", false, "name", "type", "config", "schedule"); ok {
-			c.warnf(inst.node, "%s (%s) is not imported: its hook, token or password would have to move into a Secret labelled %s=true; add it to the profile by hand (docs/profiles.md, Notifications)", inst.what(), inst.typ, profilesecret.LabelUsableByProfiles)
+			c.warnf(inst.node, "%s (%s) is not imported: its hook, token or password would have to move into a Secret labelled %s=true; add it to the profile by hand (docs/profiles.md, Notifications)", inst.what(), inst.typ, pitstopv1alpha1.LabelUsableByProfiles)
 			s.notifies = append(s.notifies, inst)
 		}
 	}

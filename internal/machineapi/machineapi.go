@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 )
 
 // Keys of the Machine API, as OpenShift's controllers use them.
@@ -76,7 +75,7 @@ func SetCondition(conditions *[]machinev1beta1.Condition, c machinev1beta1.Condi
 // maintenances are the NodeMaintenances of the node (any others are
 // ignored).
 func InPlannedMaintenance(node *corev1.Node, maintenances []pitstopv1alpha1.NodeMaintenance) bool {
-	if node != nil && node.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance) {
+	if node != nil && node.Labels[pitstopv1alpha1.LabelState] == string(pitstopv1alpha1.StateInMaintenance) {
 		return true
 	}
 	for _, nm := range maintenances {

@@ -13,8 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/podcache"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // cacheOptions keeps the informer cache small on large fleets. Every pod of
@@ -25,7 +26,7 @@ import (
 // out are never written back. Of the Leases, only the budget slots in
 // pitstop's namespace are cached (not the nodes' heartbeats).
 func cacheOptions(namespace string) cache.Options {
-	slots, _ := labels.NewRequirement(budget.LabelBudget, selection.Exists, nil)
+	slots, _ := labels.NewRequirement(pitstopv1alpha1.LabelBudget, selection.Exists, nil)
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{

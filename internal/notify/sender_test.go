@@ -39,7 +39,7 @@ const namespace = "pitstop-notify"
 func sender(t *testing.T, secret map[string]string) *Sender {
 	t.Helper()
 	ns := testutil.Namespace(t, env.Client, namespace+"-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
-	createSecret(t, ns, "notify", map[string]string{profilesecret.LabelUsableByProfiles: "true"}, secret)
+	createSecret(t, ns, "notify", map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "true"}, secret)
 	return &Sender{Secrets: env.Client, Client: env.Client, Namespace: ns, HTTP: &http.Client{Timeout: 5 * time.Second}}
 }
 
@@ -176,7 +176,7 @@ func TestSlackThreadGroupsRepliesPerPeriod(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: s.Namespace, Name: "pitstop-slack-os-updates-ops-thread"}, lease); err != nil {
 		t.Fatal(err)
 	}
-	if lease.Annotations[AnnotationSlackThread] != "1700000000.000001" || *lease.Spec.LeaseDurationSeconds != 2 {
+	if lease.Annotations[pitstopv1alpha1.AnnotationSlackThread] != "1700000000.000001" || *lease.Spec.LeaseDurationSeconds != 2 {
 		t.Errorf("Lease %v %v, want the thread and the period", lease.Annotations, lease.Spec)
 	}
 
@@ -440,7 +440,7 @@ func TestOnlySecretsOptedInForProfilesAreRead(t *testing.T) {
 	s.SlackAPIURL = srv.URL + "/api/"
 	s.MailTLS = mailSrv.roots
 	createSecret(t, s.Namespace, "pitstop-webhook-cert", nil, map[string]string{"tls.key": "-----BEGIN PRIVATE KEY-----", "url": srv.URL + "/hook"})
-	createSecret(t, s.Namespace, "half-opted", map[string]string{profilesecret.LabelUsableByProfiles: "yes"}, map[string]string{"url": srv.URL + "/hook"})
+	createSecret(t, s.Namespace, "half-opted", map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "yes"}, map[string]string{"url": srv.URL + "/hook"})
 	secretRef := func(name, key string) pitstopv1alpha1.SecretKeyRef {
 		return pitstopv1alpha1.SecretKeyRef{Name: name, Key: key}
 	}

@@ -19,28 +19,21 @@ import (
 
 // Annotations of a Slack thread's Lease: where the thread is. The Lease's
 // acquireTime is when the thread was opened, its duration the period.
-const (
-	AnnotationSlackChannel = "pitstop.dev/slack-channel"
-	AnnotationSlackThread  = "pitstop.dev/slack-thread-ts"
-)
-
-// LabelSlackThread marks the Leases that slackThread notifications create:
-// the only Leases the sender writes.
-const LabelSlackThread = "pitstop.dev/slack-thread"
+const ()
 
 // ErrForeignLease says that a slackThread notification's Lease name belongs
 // to a Lease the sender did not create, which it leaves alone.
 var ErrForeignLease = errors.New("refusing to take over a Lease")
 
 // isThreadLease says whether a slackThread notification created the Lease:
-// it carries LabelSlackThread, or, made before that label, the thread's
+// it carries pitstopv1alpha1.LabelSlackThread, or, made before that label, the thread's
 // annotations.
 func isThreadLease(lease *coordinationv1.Lease) bool {
-	if lease.Labels[LabelSlackThread] == "true" {
+	if lease.Labels[pitstopv1alpha1.LabelSlackThread] == "true" {
 		return true
 	}
-	_, channel := lease.Annotations[AnnotationSlackChannel]
-	_, thread := lease.Annotations[AnnotationSlackThread]
+	_, channel := lease.Annotations[pitstopv1alpha1.AnnotationSlackChannel]
+	_, thread := lease.Annotations[pitstopv1alpha1.AnnotationSlackThread]
 	return channel && thread
 }
 
@@ -77,8 +70,8 @@ func (s *Sender) slackThread(ctx context.Context, m Message, spec *pitstopv1alph
 		return fmt.Errorf("%w: Lease %s/%s was not made by a slackThread notification (spec.notifications[].slackThread.leaseName names another Lease)", ErrForeignLease, s.Namespace, name)
 	}
 	now := time.Now()
-	ts := lease.Annotations[AnnotationSlackThread]
-	open := exists && ts != "" && lease.Annotations[AnnotationSlackChannel] == spec.Channel &&
+	ts := lease.Annotations[pitstopv1alpha1.AnnotationSlackThread]
+	open := exists && ts != "" && lease.Annotations[pitstopv1alpha1.AnnotationSlackChannel] == spec.Channel &&
 		lease.Spec.AcquireTime != nil && now.Before(lease.Spec.AcquireTime.Add(spec.Period.Duration))
 	if !open {
 		_, ts, err = api.PostMessageContext(ctx, spec.Channel, slack.MsgOptionText(m.Texts["title"], false))
@@ -89,12 +82,12 @@ func (s *Sender) slackThread(ctx context.Context, m Message, spec *pitstopv1alph
 		if lease.Labels == nil {
 			lease.Labels = map[string]string{}
 		}
-		lease.Labels[LabelSlackThread] = "true"
+		lease.Labels[pitstopv1alpha1.LabelSlackThread] = "true"
 		if lease.Annotations == nil {
 			lease.Annotations = map[string]string{}
 		}
-		lease.Annotations[AnnotationSlackChannel] = spec.Channel
-		lease.Annotations[AnnotationSlackThread] = ts
+		lease.Annotations[pitstopv1alpha1.AnnotationSlackChannel] = spec.Channel
+		lease.Annotations[pitstopv1alpha1.AnnotationSlackThread] = ts
 		lease.Spec.HolderIdentity = ptr.To("pitstop")
 		lease.Spec.AcquireTime = &metav1.MicroTime{Time: now}
 		lease.Spec.LeaseDurationSeconds = ptr.To(int32(spec.Period.Seconds()))

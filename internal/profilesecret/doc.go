@@ -1,7 +1,7 @@
 // Package profilesecret reads the Secrets that maintenance profiles name:
 // the tokens, passwords and URLs of notifications and of prometheusInstant
 // checks. It reads only Secrets of pitstop's namespace that are opted in
-// with LabelUsableByProfiles, and never says what a Secret holds: its
+// with the pitstop.dev/usable-by-profiles label, and never says what a Secret holds: its
 // errors name the Secret and the key, not the value. It does not cache:
 // each caller decides how long it keeps what it read.
 //

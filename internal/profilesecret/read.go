@@ -12,17 +12,8 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
-// LabelUsableByProfiles, set to "true", opts a Secret of pitstop's
-// namespace in for profiles: it is the only kind their notifications and
-// checks read. That namespace holds Secrets of pitstop's own (the
-// webhook's serving key), and a profile's author names both the Secret and
-// where its value goes (the mail server a password is sent to, the
-// Prometheus a token is): without the opt-in, pitstop would hand them any
-// of its Secrets.
-const LabelUsableByProfiles = "pitstop.dev/usable-by-profiles"
-
 // ErrNotUsable says that a profile names a Secret not opted in with
-// LabelUsableByProfiles. Retrying does not help: the Secret must be
+// pitstopv1alpha1.LabelUsableByProfiles. Retrying does not help: the Secret must be
 // labelled.
 var ErrNotUsable = errors.New("refusing to read a Secret that profiles may not use")
 
@@ -37,8 +28,8 @@ func Read(ctx context.Context, reader client.Reader, namespace string, ref pitst
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s (key %q): %w", namespace, ref.Name, ref.Key, err)
 	}
-	if sec.Labels[LabelUsableByProfiles] != "true" {
-		return "", fmt.Errorf("%w: Secret %s/%s (key %q) is not labelled %s=true", ErrNotUsable, namespace, ref.Name, ref.Key, LabelUsableByProfiles)
+	if sec.Labels[pitstopv1alpha1.LabelUsableByProfiles] != "true" {
+		return "", fmt.Errorf("%w: Secret %s/%s (key %q) is not labelled %s=true", ErrNotUsable, namespace, ref.Name, ref.Key, pitstopv1alpha1.LabelUsableByProfiles)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok || len(v) == 0 {

@@ -8,13 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-)
 
-// stateLabel and inMaintenance are the engine's node label and state,
-// spelled here so that testutil does not import the engine.
-const (
-	stateLabel    = "pitstop.dev/state"
-	inMaintenance = "in-maintenance"
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // MaintenanceWatch follows every change of the nodes a label selector
@@ -46,16 +41,16 @@ func WatchMaintenance(t testing.TB, cs kubernetes.Interface, selector string, on
 			if !ok {
 				continue
 			}
-			state := n.Labels[stateLabel]
+			state := n.Labels[pitstopv1alpha1.LabelState]
 			m.mu.Lock()
 			seq := m.states[n.Name]
 			if state != "" && (len(seq) == 0 || seq[len(seq)-1] != state) {
 				m.states[n.Name] = append(seq, state)
-				if state == inMaintenance && onEnter != nil {
+				if state == string(pitstopv1alpha1.StateInMaintenance) && onEnter != nil {
 					go onEnter(ctx, n.Name)
 				}
 			}
-			m.in[n.Name] = state == inMaintenance
+			m.in[n.Name] = state == string(pitstopv1alpha1.StateInMaintenance)
 			count := 0
 			for _, in := range m.in {
 				if in {
@@ -83,7 +78,7 @@ func (m *MaintenanceWatch) Through() int {
 	done := 0
 	for _, seq := range m.states {
 		for i := 0; i+1 < len(seq); i++ {
-			if seq[i] == inMaintenance {
+			if seq[i] == string(pitstopv1alpha1.StateInMaintenance) {
 				done++
 				break
 			}

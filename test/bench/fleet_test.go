@@ -38,7 +38,7 @@ import (
 	slotbudget "github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -329,7 +329,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 	}
 	defer nmWatch.Stop()
 	slotList := &coordinationv1.LeaseList{}
-	slotsOnly := []client.ListOption{client.InNamespace(managerNS), client.HasLabels{slotbudget.LabelBudget}}
+	slotsOnly := []client.ListOption{client.InNamespace(managerNS), client.HasLabels{pitstopv1alpha1.LabelBudget}}
 	if err := cl.List(ctx, slotList, slotsOnly...); err != nil {
 		return res, err
 	}
@@ -417,7 +417,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 				continue
 			}
 			now := time.Now()
-			in := n.Labels[engine.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
+			in := n.Labels[pitstopv1alpha1.LabelState] == string(pitstopv1alpha1.StateInMaintenance)
 			switch {
 			case in && !inMaintenance[n.Name]:
 				at(n.Name).entered = now
@@ -431,7 +431,7 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 				t.restored = now
 				// The node leaves maintenance once restored; its
 				// NodeMaintenance goes a moment later.
-				delete(draining, trigger.MaintenanceName(n.Name))
+				delete(draining, maintenance.ForProfile(n.Name))
 			}
 			rec, err := engine.ReadRecord(n)
 			if err == nil && rec.Profiles[fleetProfile].Previous == pitstopv1alpha1.StateInMaintenance &&

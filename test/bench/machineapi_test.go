@@ -24,11 +24,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -293,7 +293,7 @@ func machinesShortfall(machines []*machinev1beta1.Machine, nodes map[string]*cor
 func goneShortfall(machines []*machinev1beta1.Machine, nodes map[string]*corev1.Node) string {
 	machineNodes := 0
 	for _, node := range nodes {
-		if _, ok := node.Annotations[kwok.AnnotationMachine]; ok {
+		if _, ok := node.Annotations[pitstopv1alpha1.AnnotationKwokMachine]; ok {
 			machineNodes++
 		}
 	}

@@ -24,7 +24,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -210,7 +209,7 @@ func markNodes(t *testing.T, c client.Client) {
 	}
 	testutil.Eventually(t, pageTimeout, 200*time.Millisecond, func() error {
 		for node, state := range want {
-			if got := testutil.GetNode(t, c, node).Labels[engine.LabelState]; got != string(state) {
+			if got := testutil.GetNode(t, c, node).Labels[pitstopv1alpha1.LabelState]; got != string(state) {
 				return fmt.Errorf("%s is %q, want %s", node, got, state)
 			}
 		}

@@ -35,7 +35,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/faultproxy"
@@ -420,7 +419,7 @@ func (r *rig) maintainAll() {
 	r.t.Helper()
 	ctx := context.Background()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fault-notify", Labels: map[string]string{profilesecret.LabelUsableByProfiles: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fault-notify", Labels: map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "true"}},
 		StringData: map[string]string{"url": r.notes.url},
 	}
 	_ = admin.Delete(ctx, secret)

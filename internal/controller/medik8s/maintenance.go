@@ -1,37 +1,17 @@
 package medik8s
 
 import (
-	"fmt"
-	"hash/fnv"
-	"strings"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
-// namePrefix starts the name of every pitstop NodeMaintenance created here.
-const namePrefix = "medik8s-"
-
 // maintenanceName names the pitstop NodeMaintenance of the medik8s one
-// called name: "medik8s-<name>", or, when that is longer than an object
-// name may be, a cut of it followed by a hash of the whole name so that two
-// long names stay apart.
-func maintenanceName(name string) string {
-	full := namePrefix + name
-	if len(full) <= validation.DNS1123SubdomainMaxLength {
-		return full
-	}
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	suffix := fmt.Sprintf("-%08x", h.Sum32())
-	// Each dot-separated part of a name must end with a letter or digit.
-	head := strings.TrimRight(full[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
-	return head + suffix
-}
+// called name: "medik8s-<name>", cut and hashed when too long.
+func maintenanceName(name string) string { return maintenance.Name(maintenance.PrefixMedik8s, name) }
 
 // newMaintenance is the pitstop NodeMaintenance for obj. Its drain is
 // medik8s' drain: pods without a controller are evicted too (medik8s runs
@@ -43,7 +23,7 @@ func newMaintenance(obj *unstructured.Unstructured, s spec) *pitstopv1alpha1.Nod
 	return &pitstopv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   maintenanceName(obj.GetName()),
-			Labels: map[string]string{LabelSource: SourceMedik8s},
+			Labels: map[string]string{pitstopv1alpha1.LabelSource: SourceMedik8s},
 			// Controller and BlockOwnerDeletion: the garbage collector
 			// removes it with its owner, and a foreground deletion of the
 			// owner waits for it.

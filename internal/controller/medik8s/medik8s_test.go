@@ -57,7 +57,7 @@ func TestMaintainsThroughPitstopAndRestoresOnDelete(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "medik8s-upgrade"}, nm); err != nil {
 		t.Fatal(err)
 	}
-	if nm.Spec.NodeName != "upgrade-1" || nm.Spec.Reason != "kernel upgrade" || nm.Labels[medik8s.LabelSource] != medik8s.SourceMedik8s {
+	if nm.Spec.NodeName != "upgrade-1" || nm.Spec.Reason != "kernel upgrade" || nm.Labels[pitstopv1alpha1.LabelSource] != medik8s.SourceMedik8s {
 		t.Errorf("pitstop NodeMaintenance spec %+v labels %v, want node upgrade-1, the reason and the source label", nm.Spec, nm.Labels)
 	}
 	if nm.Spec.Drain.UnmanagedPods != pitstopv1alpha1.UnmanagedPodsDelete {

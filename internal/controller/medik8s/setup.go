@@ -28,10 +28,7 @@ const (
 	// while the medik8s operator ran) keep working after the switch.
 	Finalizer = "foregroundDeleteNodeMaintenance"
 
-	// LabelSource on a pitstop NodeMaintenance names the API of the object it
-	// was created for; its controller owner reference names the object.
-	LabelSource = "pitstop.dev/source"
-	// SourceMedik8s is the LabelSource value of maintenances created here.
+	// SourceMedik8s is the pitstopv1alpha1.LabelSource value of maintenances created here.
 	SourceMedik8s = "nodemaintenance.medik8s.io"
 )
 

@@ -2,14 +2,12 @@ package medik8s
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -120,31 +118,6 @@ func TestFailedAndErred(t *testing.T) {
 	}
 	if got := erred(status{Phase: phaseSucceeded}, errors.New("timeout")); got.Phase != phaseSucceeded {
 		t.Errorf("erred changes the phase: got %+v", got)
-	}
-}
-
-func TestMaintenanceName(t *testing.T) {
-	long := strings.Repeat("a", 240) + ".b-" + strings.Repeat("c", 20)
-	for name, tc := range map[string]struct {
-		in   string
-		want string // empty: only check it is a valid, bounded name
-	}{
-		"prefixes a name that fits":                 {in: "worker-1", want: "medik8s-worker-1"},
-		"cuts and hashes a name that would not fit": {in: long},
-		"ends the cut with a letter or digit":       {in: strings.Repeat("a", 244) + ".-" + strings.Repeat("c", 20)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			got := maintenanceName(tc.in)
-			if tc.want != "" && got != tc.want {
-				t.Errorf("maintenanceName = %q, want %q", got, tc.want)
-			}
-			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
-				t.Errorf("maintenanceName = %q: %v", got, errs)
-			}
-		})
-	}
-	if maintenanceName(long) == maintenanceName(long+"x") {
-		t.Error("two long names that differ after the cut got the same name")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/drain"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -21,7 +22,7 @@ func TestQuorumViolation(t *testing.T) {
 		return *testutil.Node(name, append(opts, testutil.ControlPlane())...)
 	}
 	master := func(name string) corev1.Node {
-		return *testutil.Node(name, testutil.WithLabels(map[string]string{labelMaster: ""}))
+		return *testutil.Node(name, testutil.WithLabels(map[string]string{maintenance.LabelMaster: ""}))
 	}
 	three := []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), *testutil.Node("worker")}
 	for _, tc := range []struct {

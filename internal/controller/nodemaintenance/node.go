@@ -16,7 +16,9 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
 // quorumRetry is how often a control-plane maintenance held back by the
@@ -49,7 +51,7 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, true, pitstopv1alpha1.ReasonCordoned, fmt.Sprintf("node %s is unschedulable and tainted %s", node.Name, pitstopv1alpha1.TaintDrain))
 		return 0, false, nil
 	}
-	if IsControlPlane(node) {
+	if maintenance.IsControlPlane(node) {
 		r.controlPlane.Lock()
 		defer r.controlPlane.Unlock()
 		holder, err := r.takeControlPlaneTurn(ctx, node.Name, s.now)
@@ -89,11 +91,11 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 // visible to the next one.
 func (r *Reconciler) quorumCheck(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance) (string, error) {
 	nodes := &corev1.NodeList{}
-	if err := r.apiReader.List(ctx, nodes, client.HasLabels{labelControlPlane}); err != nil {
+	if err := r.apiReader.List(ctx, nodes, client.HasLabels{maintenance.LabelControlPlane}); err != nil {
 		return "", fmt.Errorf("listing control-plane nodes: %w", err)
 	}
 	masters := &corev1.NodeList{}
-	if err := r.apiReader.List(ctx, masters, client.HasLabels{labelMaster}); err != nil {
+	if err := r.apiReader.List(ctx, masters, client.HasLabels{maintenance.LabelMaster}); err != nil {
 		return "", fmt.Errorf("listing control-plane nodes: %w", err)
 	}
 	all := mergeNodes(nodes.Items, masters.Items)
@@ -104,7 +106,7 @@ func (r *Reconciler) quorumCheck(ctx context.Context, nm *pitstopv1alpha1.NodeMa
 func cordonedByPitstop(nodes []corev1.Node) map[string]bool {
 	down := map[string]bool{}
 	for i := range nodes {
-		if hasTaint(&nodes[i], pitstopv1alpha1.TaintDrain) {
+		if nodeview.HasTaint(&nodes[i], pitstopv1alpha1.TaintDrain) {
 			down[nodes[i].Name] = true
 		}
 	}
@@ -147,7 +149,7 @@ func cordoned(node *corev1.Node) *corev1.Node {
 		want.Annotations = map[string]string{}
 	}
 	if _, ok := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; !ok {
-		before := node.Spec.Unschedulable && !hasTaint(node, medik8sDrainTaint)
+		before := node.Spec.Unschedulable && !nodeview.HasTaint(node, medik8sDrainTaint)
 		want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = strconv.FormatBool(before)
 	}
 	if want.Labels == nil {
@@ -156,7 +158,7 @@ func cordoned(node *corev1.Node) *corev1.Node {
 	want.Labels[pitstopv1alpha1.LabelExcludeFromRemediation] = "true"
 	want.Spec.Unschedulable = true
 	for _, t := range pitstopTaints {
-		if !hasTaint(want, t.Key) {
+		if !nodeview.HasTaint(want, t.Key) {
 			want.Spec.Taints = append(want.Spec.Taints, t)
 		}
 	}
@@ -236,15 +238,6 @@ func (r *Reconciler) patchNode(ctx context.Context, node *corev1.Node, change fu
 		err = apierrors.NewConflict(corev1.Resource("nodes"), node.Name, err)
 	}
 	return want, err == nil, err
-}
-
-func hasTaint(node *corev1.Node, key string) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
 }
 
 func withoutTaint(taints []corev1.Taint, key string) []corev1.Taint {

@@ -16,6 +16,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -65,7 +66,7 @@ func TestDrainsTheNodeAndRestoresItOnDelete(t *testing.T) {
 		t.Errorf("pods left on the node: %v, want the DaemonSet and mirror pods", left)
 	}
 	n := node(t, "happy-1")
-	if !n.Spec.Unschedulable || !hasTaint(n, pitstopv1alpha1.TaintDrain) || !hasTaint(n, corev1.TaintNodeUnschedulable) {
+	if !n.Spec.Unschedulable || !nodeview.HasTaint(n, pitstopv1alpha1.TaintDrain) || !nodeview.HasTaint(n, corev1.TaintNodeUnschedulable) {
 		t.Errorf("node not cordoned and tainted: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
 	if n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] != "false" {
@@ -80,7 +81,7 @@ func TestDrainsTheNodeAndRestoresItOnDelete(t *testing.T) {
 		return ignoreGone(env.Client.Get(t.Context(), client.ObjectKeyFromObject(nm), &pitstopv1alpha1.NodeMaintenance{}))
 	})
 	n = node(t, "happy-1")
-	if n.Spec.Unschedulable || hasTaint(n, pitstopv1alpha1.TaintDrain) || hasTaint(n, corev1.TaintNodeUnschedulable) {
+	if n.Spec.Unschedulable || nodeview.HasTaint(n, pitstopv1alpha1.TaintDrain) || nodeview.HasTaint(n, corev1.TaintNodeUnschedulable) {
 		t.Errorf("node not restored: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
 	if _, ok := n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; ok {
@@ -244,7 +245,7 @@ func TestNodeCordonedBeforeStaysCordoned(t *testing.T) {
 	if !n.Spec.Unschedulable {
 		t.Error("node uncordoned although it was cordoned before the maintenance")
 	}
-	if hasTaint(n, pitstopv1alpha1.TaintDrain) {
+	if nodeview.HasTaint(n, pitstopv1alpha1.TaintDrain) {
 		t.Error("pitstop's taint left on the node")
 	}
 }
@@ -452,7 +453,7 @@ func TestTakesOverAMedik8sMaintenance(t *testing.T) {
 	}
 	awaitEvents(t, nm, pitstopv1alpha1.EventRestored)
 	n := node(t, "medik8s-1")
-	if n.Spec.Unschedulable || hasTaint(n, "medik8s.io/drain") {
+	if n.Spec.Unschedulable || nodeview.HasTaint(n, "medik8s.io/drain") {
 		t.Errorf("node not restored: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -83,7 +84,7 @@ func TestNodeWritesOverOtherWriters(t *testing.T) {
 		t.Fatalf("restore over the kubelet's status: wrote %v, err %v", wrote, err)
 	}
 	got = testutil.GetNode(t, env.Client, node.Name)
-	if got.Spec.Unschedulable || hasTaint(got, pitstopv1alpha1.TaintDrain) || hasTaint(got, corev1.TaintNodeUnschedulable) || got.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] != "" {
+	if got.Spec.Unschedulable || nodeview.HasTaint(got, pitstopv1alpha1.TaintDrain) || nodeview.HasTaint(got, corev1.TaintNodeUnschedulable) || got.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] != "" {
 		t.Fatalf("after the restore: unschedulable %v, taints %v, annotations %v", got.Spec.Unschedulable, got.Spec.Taints, got.Annotations)
 	}
 	// Nothing left to change on the API server's copy: no write.

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
@@ -164,8 +164,8 @@ func TestNodeChangesThatWakeADrain(t *testing.T) {
 	base := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "worker-0", ResourceVersion: "1",
-			Labels:      map[string]string{"zone": "a", engine.LabelState: "maintenance-required"},
-			Annotations: map[string]string{engine.AnnotationData: `{"a":1}`, pitstopv1alpha1.AnnotationCordonedBefore: "false"},
+			Labels:      map[string]string{"zone": "a", pitstopv1alpha1.LabelState: "maintenance-required"},
+			Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: `{"a":1}`, pitstopv1alpha1.AnnotationCordonedBefore: "false"},
 		},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}
@@ -180,22 +180,22 @@ func TestNodeChangesThatWakeADrain(t *testing.T) {
 		new  *corev1.Node
 		want bool
 	}{
-		"the engine rewrites its record": {with(func(n *corev1.Node) { n.Annotations[engine.AnnotationData] = `{"a":2}` }), false},
-		"the engine moves the node":      {with(func(n *corev1.Node) { n.Labels[engine.LabelState] = "in-maintenance" }), false},
+		"the engine rewrites its record": {with(func(n *corev1.Node) { n.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = `{"a":2}` }), false},
+		"the engine moves the node":      {with(func(n *corev1.Node) { n.Labels[pitstopv1alpha1.LabelState] = "in-maintenance" }), false},
 		"the engine's keys go": {with(func(n *corev1.Node) {
-			delete(n.Annotations, engine.AnnotationData)
-			delete(n.Labels, engine.LabelState)
+			delete(n.Annotations, pitstopv1alpha1.AnnotationMaintenanceData)
+			delete(n.Labels, pitstopv1alpha1.LabelState)
 		}), false},
 		"a heartbeat": {with(func(n *corev1.Node) { n.Status.Conditions[0].LastHeartbeatTime = metav1.Now() }), false},
 		"drains are excluded by annotation": {with(func(n *corev1.Node) {
 			n.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining] = ""
 		}), true},
 		"an annotation changes beside the record": {with(func(n *corev1.Node) {
-			n.Annotations[engine.AnnotationData] = `{"a":2}`
+			n.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = `{"a":2}`
 			n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = "true"
 		}), true},
 		"an annotation goes": {with(func(n *corev1.Node) { delete(n.Annotations, pitstopv1alpha1.AnnotationCordonedBefore) }), true},
-		"a label is added":   {with(func(n *corev1.Node) { n.Labels[labelControlPlane] = "" }), true},
+		"a label is added":   {with(func(n *corev1.Node) { n.Labels[maintenance.LabelControlPlane] = "" }), true},
 		"a label changes":    {with(func(n *corev1.Node) { n.Labels["zone"] = "b" }), true},
 		"cordoned":           {with(func(n *corev1.Node) { n.Spec.Unschedulable = true }), true},
 		"not ready":          {with(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }), true},

@@ -3,32 +3,10 @@ package nodemaintenance
 import (
 	"fmt"
 
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	corev1 "k8s.io/api/core/v1"
 )
-
-// Control-plane role labels: the current one, and the one older clusters
-// (and OpenShift) still set.
-const (
-	labelControlPlane = "node-role.kubernetes.io/control-plane"
-	labelMaster       = "node-role.kubernetes.io/master"
-)
-
-// IsControlPlane says whether a node runs the control plane, by either
-// role label. The Machine controller's one-drain-at-a-time rule asks it too.
-func IsControlPlane(node *corev1.Node) bool {
-	_, cp := node.Labels[labelControlPlane]
-	_, master := node.Labels[labelMaster]
-	return cp || master
-}
-
-func isReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
 
 // quorumViolation returns why taking target down would leave fewer Ready
 // control-plane nodes than a quorum of all control-plane nodes, or "" when
@@ -39,7 +17,7 @@ func quorumViolation(target string, nodes []corev1.Node, inMaintenance map[strin
 	isTargetCP := false
 	for i := range nodes {
 		n := &nodes[i]
-		if !IsControlPlane(n) {
+		if !maintenance.IsControlPlane(n) {
 			continue
 		}
 		total++
@@ -47,7 +25,7 @@ func quorumViolation(target string, nodes []corev1.Node, inMaintenance map[strin
 			isTargetCP = true
 			continue
 		}
-		if isReady(n) && !inMaintenance[n.Name] {
+		if nodeview.Ready(n) && !inMaintenance[n.Name] {
 			remaining++
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/drain"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
 // Options tune the controller.
@@ -161,7 +162,7 @@ func (r *Reconciler) snapshot(ctx context.Context, nm *pitstopv1alpha1.NodeMaint
 		return nil, fmt.Errorf("reading node %s: %w", nm.Spec.NodeName, err)
 	}
 	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.MatchingFields{IndexPodNode: nm.Spec.NodeName}); err != nil {
+	if err := r.client.List(ctx, pods, client.MatchingFields{maintenance.IndexPodNode: nm.Spec.NodeName}); err != nil {
 		return nil, fmt.Errorf("listing pods on node %s: %w", nm.Spec.NodeName, err)
 	}
 	s.pods = pods.Items

@@ -24,18 +24,15 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/drain"
-	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
-// Field indexes on the manager's cache.
-const (
-	// IndexPodNode finds pods by the node they are bound to; other
-	// controllers of the manager use it too.
-	IndexPodNode         = "spec.nodeName"
-	indexMaintenanceNode = "spec.nodeName"
-)
+// indexMaintenanceNode is the field index of NodeMaintenances by their
+// node; pods are indexed by maintenance.IndexPodNode.
+const indexMaintenanceNode = "spec.nodeName"
 
 // controllerName names the controller in logs, metrics and Events.
 const controllerName = "nodemaintenance"
@@ -45,12 +42,7 @@ const controllerName = "nodemaintenance"
 // it needs a serving certificate.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, IndexPodNode, func(o client.Object) []string {
-		if n := podcache.NodeName(o); n != "" {
-			return []string{n}
-		}
-		return nil
-	}); err != nil {
+	if err := maintenance.IndexPods(ctx, indexer); err != nil {
 		return err
 	}
 	if err := indexer.IndexField(ctx, &pitstopv1alpha1.NodeMaintenance{}, indexMaintenanceNode, func(o client.Object) []string {
@@ -208,9 +200,9 @@ func maintenanceChanged(old, new *pitstopv1alpha1.NodeMaintenance) bool {
 func nodeChanged(old, new *corev1.Node) bool {
 	return old.Spec.Unschedulable != new.Spec.Unschedulable ||
 		!equality.Semantic.DeepEqual(old.Spec.Taints, new.Spec.Taints) ||
-		!equalExcept(old.Annotations, new.Annotations, engine.AnnotationData) ||
-		!equalExcept(old.Labels, new.Labels, engine.LabelState) ||
-		isReady(old) != isReady(new)
+		!equalExcept(old.Annotations, new.Annotations, pitstopv1alpha1.AnnotationMaintenanceData) ||
+		!equalExcept(old.Labels, new.Labels, pitstopv1alpha1.LabelState) ||
+		nodeview.Ready(old) != nodeview.Ready(new)
 }
 
 // equalExcept says a and b hold the same keys and values, key aside.

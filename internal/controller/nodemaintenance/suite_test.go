@@ -100,8 +100,6 @@ func node(t *testing.T, name string) *corev1.Node {
 	return testutil.GetNode(t, env.Client, name)
 }
 
-func hasTaint(n *corev1.Node, key string) bool { return testutil.HasTaint(n, key) }
-
 func podsOn(t *testing.T, ns, nodeName string) []string {
 	return testutil.PodsOn(t, env.Client, ns, nodeName)
 }

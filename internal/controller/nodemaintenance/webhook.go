@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
 // WebhookPath is where the manager serves the NodeMaintenance validating
@@ -64,7 +65,7 @@ func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.Node
 				fmt.Errorf("node %s is already in maintenance by NodeMaintenance %s", nodeName, o.Name))
 		}
 	}
-	if IsControlPlane(node) {
+	if maintenance.IsControlPlane(node) {
 		nodes := &corev1.NodeList{}
 		if err := v.reader.List(ctx, nodes); err != nil {
 			return nil, fmt.Errorf("listing nodes: %w", err)

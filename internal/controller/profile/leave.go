@@ -11,15 +11,10 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
-// Event reasons of a node leaving a profile.
 const (
-	EventLeftProfile     = "LeftProfile"
-	EventLeavingProfile  = "LeavingProfile"
-	EventStrandedProfile = "ProfileNotRunnable"
-	EventOrphanDeleted   = "OrphanDeleted"
 	// leaveRecheck paces the checks of a node waiting for its drain to be
 	// undone; the NodeMaintenance's watch wakes it sooner.
 	leaveRecheck = 5 * time.Second
@@ -38,13 +33,13 @@ const (
 func (r *Reconciler) leave(ctx context.Context, name string, node *corev1.Node, record *engine.Record, afterWrite *[]func()) (left bool, requeue time.Duration, err error) {
 	pr := record.Profiles[name]
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	err = r.client.Get(ctx, client.ObjectKey{Name: trigger.MaintenanceName(node.Name)}, nm)
+	err = r.client.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm)
 	switch {
 	case apierrors.IsNotFound(err):
 		nm = nil
 	case err != nil:
-		return false, 0, fmt.Errorf("reading NodeMaintenance %s: %w", trigger.MaintenanceName(node.Name), err)
-	case nm.Labels[trigger.LabelProfile] != name:
+		return false, 0, fmt.Errorf("reading NodeMaintenance %s: %w", maintenance.ForProfile(node.Name), err)
+	case nm.Labels[pitstopv1alpha1.LabelProfile] != name:
 		nm = nil // another's: a user's, or another profile's
 	}
 	waiting := func(what string) {
@@ -54,19 +49,19 @@ func (r *Reconciler) leave(ctx context.Context, name string, node *corev1.Node, 
 		if err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return false, 0, fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
 		}
-		r.recorder.Eventf(node, nm, corev1.EventTypeWarning, EventLeavingProfile, "Leave",
+		r.recorder.Eventf(node, nm, corev1.EventTypeWarning, pitstopv1alpha1.EventLeavingProfile, "Leave",
 			"profile %s no longer selects the node, which is %s for it: NodeMaintenance %s deleted, the node is being restored", name, pr.Current, nm.Name)
 		waiting("waiting for NodeMaintenance " + nm.Name + " to be deleted and the node restored")
 		return false, leaveRecheck, nil
 	}
-	if nm != nil && !trigger.Restored(nm, node, pr.Current) {
+	if nm != nil && !maintenance.Restored(nm, node, pr.Current) {
 		waiting("waiting for NodeMaintenance " + nm.Name + " to be deleted and the node restored")
 		return false, leaveRecheck, nil
 	}
 	delete(record.Profiles, name)
 	r.forgetProfile(node.Name, name)
 	*afterWrite = append(*afterWrite, func() {
-		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventLeftProfile, "Leave",
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventLeftProfile, "Leave",
 			"the node left profile %s, which no longer selects it, while %s: its drain (if any) undone and its budget slots given back; labels and annotations the profile's triggers set are left as they are", name, pr.Current)
 	})
 	return true, 0, nil
@@ -92,7 +87,7 @@ func (r *Reconciler) strand(node *corev1.Node, name string, pr engine.ProfileRec
 	r.remember(node.Name, name, pr, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{
 		Index: -1, Check: "the profile compiles", Next: pr.Current, Blocked: what,
 	}}}, r.clock.Now())
-	r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventStrandedProfile, "Evaluate", "%s", what)
+	r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventProfileNotRunnable, "Evaluate", "%s", what)
 }
 
 // forgetProfile drops the last evaluation of a profile the node left.
@@ -109,7 +104,7 @@ func (r *Reconciler) forgetProfile(node, profile string) {
 // one restores its node.
 func (r *Reconciler) sweepOrphans(ctx context.Context) error {
 	list := &pitstopv1alpha1.NodeMaintenanceList{}
-	if err := r.client.List(ctx, list, client.HasLabels{trigger.LabelProfile}); err != nil {
+	if err := r.client.List(ctx, list, client.HasLabels{pitstopv1alpha1.LabelProfile}); err != nil {
 		return err
 	}
 	now := r.clock.Now()
@@ -125,7 +120,7 @@ func (r *Reconciler) sweepOrphans(ctx context.Context) error {
 		if err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); err != nil && !apierrors.IsNotFound(err) {
 			continue
 		}
-		r.recorder.Eventf(nm, nil, corev1.EventTypeWarning, EventOrphanDeleted, "Delete", "%s: deleted, which restores node %s", why, nm.Spec.NodeName)
+		r.recorder.Eventf(nm, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventOrphanDeleted, "Delete", "%s: deleted, which restores node %s", why, nm.Spec.NodeName)
 	}
 	return nil
 }
@@ -135,7 +130,7 @@ func (r *Reconciler) sweepOrphans(ctx context.Context) error {
 // yet to leave the profile (its own evaluation then undoes the drain).
 // Otherwise why says what changed.
 func (r *Reconciler) profileNeeds(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance) (bool, string, error) {
-	name := nm.Labels[trigger.LabelProfile]
+	name := nm.Labels[pitstopv1alpha1.LabelProfile]
 	p := &pitstopv1alpha1.MaintenanceProfile{}
 	if err := r.client.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -17,7 +17,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -69,7 +69,7 @@ func TestANodeThatLeavesItsProfileIsRestored(t *testing.T) {
 				}
 				annotateNode(t, node, "reboot-needed", `"true"`)
 				if phase == "draining" {
-					awaitDrainBlocked(t, trigger.MaintenanceName(node))
+					awaitDrainBlocked(t, maintenance.ForProfile(node))
 					awaitNodeState(t, node, pitstopv1alpha1.StateMaintenanceRequired)
 				} else {
 					awaitNodeState(t, node, pitstopv1alpha1.StateInMaintenance)
@@ -171,10 +171,10 @@ func TestAProfileThatDoesNotCompileAtStartRunsItsLastValidGeneration(t *testing.
 	annotateNode(t, "broken-later-0", "reboot-needed", "null")
 	awaitEvent(t, "broken-later-0", "ProfileNotRunnable", "has no generation that compiles")
 	n := testutil.GetNode(t, env.Client, "broken-later-0")
-	if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) || !n.Spec.Unschedulable {
-		t.Errorf("a node of a profile that cannot run moved: state %q, unschedulable %v", n.Labels[engine.LabelState], n.Spec.Unschedulable)
+	if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateInMaintenance) || !n.Spec.Unschedulable {
+		t.Errorf("a node of a profile that cannot run moved: state %q, unschedulable %v", n.Labels[pitstopv1alpha1.LabelState], n.Spec.Unschedulable)
 	}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: trigger.MaintenanceName("broken-later-0")}, &pitstopv1alpha1.NodeMaintenance{}); err != nil {
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: maintenance.ForProfile("broken-later-0")}, &pitstopv1alpha1.NodeMaintenance{}); err != nil {
 		t.Errorf("the drain of a node whose profile cannot run was undone: %v", err)
 	}
 }
@@ -192,14 +192,14 @@ func TestAnOrphanedDrainIsDeleted(t *testing.T) {
 		testutil.Node("orphan-kept", testutil.WithLabels(map[string]string{"pool": "orphans"})))
 	orphan := func(node, profile string) *pitstopv1alpha1.NodeMaintenance {
 		return &pitstopv1alpha1.NodeMaintenance{
-			ObjectMeta: metav1.ObjectMeta{Name: trigger.MaintenanceName(node), Labels: map[string]string{trigger.LabelProfile: profile}},
+			ObjectMeta: metav1.ObjectMeta{Name: maintenance.ForProfile(node), Labels: map[string]string{pitstopv1alpha1.LabelProfile: profile}},
 			Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node, Reason: "maintenance profile " + profile},
 		}
 	}
 	testutil.Create(t, env.Client, orphan("orphan-gone", "no-such-profile"), orphan("orphan-unselected", "orphans"), orphan("orphan-kept", "orphans"))
 	testutil.Eventually(t, 60*time.Second, 250*time.Millisecond, func() error {
 		for _, node := range []string{"orphan-gone", "orphan-unselected"} {
-			if err := env.Client.Get(t.Context(), client.ObjectKey{Name: trigger.MaintenanceName(node)}, &pitstopv1alpha1.NodeMaintenance{}); !apierrors.IsNotFound(err) {
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Name: maintenance.ForProfile(node)}, &pitstopv1alpha1.NodeMaintenance{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("NodeMaintenance of %s: %v, want it deleted", node, err)
 			}
 			if n := testutil.GetNode(t, env.Client, node); n.Spec.Unschedulable {
@@ -208,10 +208,10 @@ func TestAnOrphanedDrainIsDeleted(t *testing.T) {
 		}
 		return nil
 	})
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: trigger.MaintenanceName("orphan-kept")}, &pitstopv1alpha1.NodeMaintenance{}); err != nil {
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: maintenance.ForProfile("orphan-kept")}, &pitstopv1alpha1.NodeMaintenance{}); err != nil {
 		t.Errorf("the NodeMaintenance of a node its profile selects was deleted: %v", err)
 	}
-	awaitEvent(t, trigger.MaintenanceName("orphan-gone"), "OrphanDeleted", "profile no-such-profile is gone")
+	awaitEvent(t, maintenance.ForProfile("orphan-gone"), "OrphanDeleted", "profile no-such-profile is gone")
 }
 
 // restoringProfile is rollingProfile with a drain on the way in and a
@@ -255,7 +255,7 @@ func annotateNode(t *testing.T, node, key, value string) {
 func awaitNodeState(t *testing.T, node string, want pitstopv1alpha1.MaintenanceState) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if got := testutil.GetNode(t, env.Client, node).Labels[engine.LabelState]; got != string(want) {
+		if got := testutil.GetNode(t, env.Client, node).Labels[pitstopv1alpha1.LabelState]; got != string(want) {
 			return fmt.Errorf("%s is %q, want %q", node, got, want)
 		}
 		return nil
@@ -293,7 +293,7 @@ func awaitLeft(t *testing.T, profile, node string) {
 		if pr, ok := record.Profiles[profile]; ok {
 			return fmt.Errorf("%s still has profile %s in its record: %+v", node, profile, pr)
 		}
-		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: trigger.MaintenanceName(node)}, &pitstopv1alpha1.NodeMaintenance{}); !apierrors.IsNotFound(err) {
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: maintenance.ForProfile(node)}, &pitstopv1alpha1.NodeMaintenance{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the NodeMaintenance of %s is still there: %v", node, err)
 		}
 		if held := slotsHeldBy(t, node); held != 0 {

@@ -8,8 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // writeNode writes the engine's changes to a node: its record, its state
@@ -25,7 +26,7 @@ import (
 // leader handover) still does. A finalizer change (the alterFinalizer
 // trigger) is written with an optimistic lock on the whole node.
 func (r *Reconciler) writeNode(ctx context.Context, node, want *corev1.Node) error {
-	err := nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodepatch.Lock{Annotations: []string{engine.AnnotationData}})
+	err := nodepatch.Write(ctx, r.client, r.apiReader, node, want, nodepatch.Lock{Annotations: []string{pitstopv1alpha1.AnnotationMaintenanceData}})
 	if err == nil {
 		r.written.remember(want.DeepCopy())
 	}

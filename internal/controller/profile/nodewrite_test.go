@@ -8,9 +8,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // TestNodeWriteIsLockedOnWhatItDependsOn writes the engine's changes to a
@@ -22,7 +23,7 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 	ctx := t.Context()
 	r := profile.NewBareReconciler(env.Client, env.Client)
 	node := testutil.Node("write-lock-1")
-	node.Annotations = map[string]string{engine.AnnotationData: "r0", "reboot-needed": "true"}
+	node.Annotations = map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: "r0", "reboot-needed": "true"}
 	testutil.Create(t, env.Client, node)
 	read := testutil.GetNode(t, env.Client, node.Name)
 
@@ -34,23 +35,23 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := read.DeepCopy()
-	want.Annotations[engine.AnnotationData] = "r1"
-	want.Labels[engine.LabelState] = "in-maintenance"
+	want.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = "r1"
+	want.Labels[pitstopv1alpha1.LabelState] = "in-maintenance"
 	delete(want.Annotations, "reboot-needed")
 	if err := r.WriteNode(ctx, read, want); err != nil {
 		t.Fatalf("writing over a cordon and another controller's label: %v", err)
 	}
 	got := testutil.GetNode(t, env.Client, node.Name)
-	if got.Annotations[engine.AnnotationData] != "r1" || got.Labels[engine.LabelState] != "in-maintenance" ||
+	if got.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] != "r1" || got.Labels[pitstopv1alpha1.LabelState] != "in-maintenance" ||
 		got.Annotations["reboot-needed"] != "" || !got.Spec.Unschedulable || got.Labels["example.com/team"] != "a" {
 		t.Fatalf("after the write: record %q, state %q, reboot-needed %q, unschedulable %v, team %q; want r1, in-maintenance, gone, true, a",
-			got.Annotations[engine.AnnotationData], got.Labels[engine.LabelState], got.Annotations["reboot-needed"], got.Spec.Unschedulable, got.Labels["example.com/team"])
+			got.Annotations[pitstopv1alpha1.AnnotationMaintenanceData], got.Labels[pitstopv1alpha1.LabelState], got.Annotations["reboot-needed"], got.Spec.Unschedulable, got.Labels["example.com/team"])
 	}
 
 	// A write the API server finds invalid is an error, not a stale view.
 	read = testutil.GetNode(t, env.Client, node.Name)
 	want = read.DeepCopy()
-	want.Annotations[engine.AnnotationData] = "r1b"
+	want.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = "r1b"
 	want.Labels["example.com/bad"] = "not a label value!"
 	if err := r.WriteNode(ctx, read, want); err == nil || errors.Is(err, nodepatch.ErrStale) {
 		t.Fatalf("writing an invalid label: %v, want the API server's error", err)
@@ -60,8 +61,8 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 		name  string
 		other func(*corev1.Node)
 	}{
-		{"another writer of the record", func(n *corev1.Node) { n.Annotations[engine.AnnotationData] = "r2" }},
-		{"another writer of the state label", func(n *corev1.Node) { n.Labels[engine.LabelState] = "operational" }},
+		{"another writer of the record", func(n *corev1.Node) { n.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = "r2" }},
+		{"another writer of the state label", func(n *corev1.Node) { n.Labels[pitstopv1alpha1.LabelState] = "operational" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			read := testutil.GetNode(t, env.Client, node.Name)
@@ -71,8 +72,8 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := read.DeepCopy()
-			want.Annotations[engine.AnnotationData] = "r3"
-			want.Labels[engine.LabelState] = "maintenance-required"
+			want.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = "r3"
+			want.Labels[pitstopv1alpha1.LabelState] = "maintenance-required"
 			err := r.WriteNode(ctx, read, want)
 			if !errors.Is(err, nodepatch.ErrStale) {
 				t.Fatalf("WriteNode = %v, want ErrStale", err)
@@ -83,8 +84,8 @@ func TestNodeWriteIsLockedOnWhatItDependsOn(t *testing.T) {
 				t.Errorf("the stale write carried %v, want the node at resourceVersion %s", live, other.ResourceVersion)
 			}
 			got := testutil.GetNode(t, env.Client, node.Name)
-			if got.Annotations[engine.AnnotationData] == "r3" || got.Labels[engine.LabelState] == "maintenance-required" {
-				t.Errorf("a stale write went through: record %q, state %q", got.Annotations[engine.AnnotationData], got.Labels[engine.LabelState])
+			if got.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] == "r3" || got.Labels[pitstopv1alpha1.LabelState] == "maintenance-required" {
+				t.Errorf("a stale write went through: record %q, state %q", got.Annotations[pitstopv1alpha1.AnnotationMaintenanceData], got.Labels[pitstopv1alpha1.LabelState])
 			}
 		})
 	}

@@ -19,7 +19,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -53,7 +52,7 @@ func (h *hookReceiver) got(path string) []map[string]any {
 // opted in for profiles.
 func notifySecret(t *testing.T, name string, urls map[string]string) {
 	t.Helper()
-	secretOf(t, name, map[string]string{profilesecret.LabelUsableByProfiles: "true"}, urls)
+	secretOf(t, name, map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "true"}, urls)
 }
 
 // secretOf creates a Secret with the labels and keys in pitstop's
@@ -171,7 +170,7 @@ func TestNotificationsFollowTheirSchedulesAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
-		if s := testutil.GetNode(t, env.Client, "notified-0").Labels[engine.LabelState]; s != string(pitstopv1alpha1.StateInMaintenance) {
+		if s := testutil.GetNode(t, env.Client, "notified-0").Labels[pitstopv1alpha1.LabelState]; s != string(pitstopv1alpha1.StateInMaintenance) {
 			return fmt.Errorf("state %q", s)
 		}
 		return nil

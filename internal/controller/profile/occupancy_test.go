@@ -9,7 +9,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -48,7 +48,7 @@ func TestABudgetCountsEveryMaintenanceInItsScope(t *testing.T) {
 		annotateNode(t, "occ-big-0", "reboot-needed", `"true"`)
 		awaitNodeState(t, "occ-big-0", pitstopv1alpha1.StateInMaintenance)
 		annotateNode(t, "occ-big-1", "reboot-needed", `"true"`)
-		awaitDrainBlocked(t, trigger.MaintenanceName("occ-big-1"))
+		awaitDrainBlocked(t, maintenance.ForProfile("occ-big-1"))
 		annotateNode(t, "occ-big-0", "reboot-needed", "null")
 		awaitNodeState(t, "occ-big-0", pitstopv1alpha1.StateOperational)
 
@@ -65,7 +65,7 @@ func TestABudgetCountsEveryMaintenanceInItsScope(t *testing.T) {
 		node("occ-zoned-0", map[string]string{"pool": "occ-zoned", "occ-zone": "z1", "occ-rack": "r2"})
 		blockDrain("occ-racked-0", "occ-racked-0")
 		annotateNode(t, "occ-racked-0", "reboot-needed", `"true"`)
-		awaitDrainBlocked(t, trigger.MaintenanceName("occ-racked-0"))
+		awaitDrainBlocked(t, maintenance.ForProfile("occ-racked-0"))
 
 		annotateNode(t, "occ-zoned-0", "reboot-needed", `"true"`)
 		awaitNodeState(t, "occ-zoned-0", pitstopv1alpha1.StateMaintenanceRequired)
@@ -100,9 +100,9 @@ func staysOut(t *testing.T, node, other string) {
 	t.Helper()
 	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		n := testutil.GetNode(t, env.Client, node)
-		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) || n.Spec.Unschedulable {
+		if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) || n.Spec.Unschedulable {
 			t.Fatalf("%s went in while %s was under maintenance in its budget's scope: state %q, unschedulable %v",
-				node, other, n.Labels[engine.LabelState], n.Spec.Unschedulable)
+				node, other, n.Labels[pitstopv1alpha1.LabelState], n.Spec.Unschedulable)
 		}
 	}
 	testutil.Eventually(t, 10*time.Second, 200*time.Millisecond, func() error {

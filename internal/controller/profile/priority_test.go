@@ -16,7 +16,6 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
 // TestNodesUnderWayGoFirst: with the fleet's nodes queued, a change of the
@@ -28,7 +27,7 @@ func TestNodesUnderWayGoFirst(t *testing.T) {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: n}})
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Name: "profile-draining", Labels: map[string]string{trigger.LabelProfile: "rolling"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "profile-draining", Labels: map[string]string{pitstopv1alpha1.LabelProfile: "rolling"}},
 		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "draining"},
 	}
 	firstFromMapFunc(nodeOfMaintenance).Update(t.Context(), event.UpdateEvent{ObjectOld: nm, ObjectNew: nm}, q)
@@ -85,7 +84,7 @@ func TestANodeInMaintenanceGoesFirstWhenItChanges(t *testing.T) {
 	}
 	node := func(name string, state pitstopv1alpha1.MaintenanceState) *corev1.Node {
 		record := engine.Record{Profiles: map[string]engine.ProfileRecord{"rolling": {Current: state}}}
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "2", Annotations: map[string]string{engine.AnnotationData: record.Encode()}}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "2", Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: record.Encode()}}}
 	}
 	events := nodeEvents(newRecordCache())
 	for _, n := range []*corev1.Node{node("waiting-2", pitstopv1alpha1.StateMaintenanceRequired), node("restored", pitstopv1alpha1.StateInMaintenance)} {

@@ -146,8 +146,8 @@ func TestInvalidProfileKeepsTheLastValid(t *testing.T) {
 		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
 	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, "invalid-later-0")
-		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
-			return fmt.Errorf("node state %q", n.Labels[engine.LabelState])
+		if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("node state %q", n.Labels[pitstopv1alpha1.LabelState])
 		}
 		return nil
 	})
@@ -183,8 +183,8 @@ func TestDrainAndRestoreTriggers(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, "drainer-0")
-		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
-			return fmt.Errorf("state %q", n.Labels[engine.LabelState])
+		if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("state %q", n.Labels[pitstopv1alpha1.LabelState])
 		}
 		return nil
 	})
@@ -207,8 +207,8 @@ func TestDrainAndRestoreTriggers(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, "drainer-0")
-		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateOperational) {
-			return fmt.Errorf("state %q", n.Labels[engine.LabelState])
+		if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateOperational) {
+			return fmt.Errorf("state %q", n.Labels[pitstopv1alpha1.LabelState])
 		}
 		if n.Spec.Unschedulable {
 			return fmt.Errorf("operational but still cordoned")
@@ -247,7 +247,7 @@ func startRestoring(t *testing.T, pool string, pods int) string {
 func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
 	startRestoring(t, "restorer", 2)
 	state := func() pitstopv1alpha1.MaintenanceState {
-		return pitstopv1alpha1.MaintenanceState(testutil.GetNode(t, env.Client, "restorer-0").Labels[engine.LabelState])
+		return pitstopv1alpha1.MaintenanceState(testutil.GetNode(t, env.Client, "restorer-0").Labels[pitstopv1alpha1.LabelState])
 	}
 	awaitState := func(want pitstopv1alpha1.MaintenanceState) {
 		t.Helper()
@@ -303,9 +303,9 @@ func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
 	annotate(`"true"`)
 	awaitState(pitstopv1alpha1.StateMaintenanceRequired)
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if n := testutil.GetNode(t, env.Client, "restorer-0"); n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) || n.Spec.Unschedulable {
+		if n := testutil.GetNode(t, env.Client, "restorer-0"); n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) || n.Spec.Unschedulable {
 			t.Fatalf("the new maintenance went ahead while the last one's NodeMaintenance was there: state %q, unschedulable %v",
-				n.Labels[engine.LabelState], n.Spec.Unschedulable)
+				n.Labels[pitstopv1alpha1.LabelState], n.Spec.Unschedulable)
 		}
 	}
 	unheld := going.DeepCopy()
@@ -481,7 +481,7 @@ func TestRestartMidTransitionResumes(t *testing.T) {
 		}
 		return nil
 	})
-	if got := testutil.GetNode(t, env.Client, "restarter-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
+	if got := testutil.GetNode(t, env.Client, "restarter-0").Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
 		t.Fatalf("state %q while the drain waits, want maintenance-required", got)
 	}
 	first.Stop()
@@ -490,8 +490,8 @@ func TestRestartMidTransitionResumes(t *testing.T) {
 	testutil.SetAllowed(t, env.Client, budget, 2, 2)
 	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, "restarter-0")
-		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
-			return fmt.Errorf("state %q", n.Labels[engine.LabelState])
+		if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateInMaintenance) {
+			return fmt.Errorf("state %q", n.Labels[pitstopv1alpha1.LabelState])
 		}
 		return nil
 	})
@@ -581,7 +581,7 @@ func TestANodeOnItsWayInUsesTheBudget(t *testing.T) {
 	// Once the first node is through, the second is let in.
 	testutil.SetAllowed(t, env.Client, budget, 2, 2)
 	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
-		if got := testutil.GetNode(t, env.Client, "on-its-way-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
+		if got := testutil.GetNode(t, env.Client, "on-its-way-0").Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
 			return fmt.Errorf("on-its-way-0 is %s", got)
 		}
 		return nil
@@ -680,7 +680,7 @@ func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
 		!contains(notes[0], "the node stays maintenance-required (attempt 1, next in 1s)") {
 		t.Errorf("failure events %q, want one naming the profile, trigger, reason, attempt and wait", notes)
 	}
-	if got := testutil.GetNode(t, env.Client, "refuser-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
+	if got := testutil.GetNode(t, env.Client, "refuser-0").Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
 		t.Errorf("state %q while the trigger fails, want maintenance-required", got)
 	}
 	if n := counterValue(t, "pitstop_transition_failures_total", map[string]string{"profile": "refuser", "part": "trigger drain"}); n < 3 {
@@ -697,7 +697,7 @@ func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, 200*time.Millisecond, func() error {
-		if got := testutil.GetNode(t, env.Client, "refuser-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
+		if got := testutil.GetNode(t, env.Client, "refuser-0").Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
 			return fmt.Errorf("state %q after the policy went", got)
 		}
 		return nil
@@ -756,8 +756,8 @@ func TestFinalizerHoldsANodeInMaintenance(t *testing.T) {
 		func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} }))
 	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, "holder-0")
-		if n.Labels[engine.LabelState] != string(pitstopv1alpha1.StateInMaintenance) || !slices.Contains(n.Finalizers, hold) {
-			return fmt.Errorf("state %q, finalizers %v", n.Labels[engine.LabelState], n.Finalizers)
+		if n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateInMaintenance) || !slices.Contains(n.Finalizers, hold) {
+			return fmt.Errorf("state %q, finalizers %v", n.Labels[pitstopv1alpha1.LabelState], n.Finalizers)
 		}
 		return nil
 	})
@@ -817,7 +817,7 @@ func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
 	}
 	// The node is asked for maintenance, and the kubelet reports in.
 	live := testutil.GetNode(t, env.Client, node.Name)
-	if _, err := engine.ReadRecord(live); err != nil || live.Annotations[engine.AnnotationData] == "" {
+	if _, err := engine.ReadRecord(live); err != nil || live.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] == "" {
 		t.Fatalf("the first evaluation wrote no record: %v", err)
 	}
 	patch := client.MergeFrom(live.DeepCopy())
@@ -837,7 +837,7 @@ func TestStaleCachedNodeIsEvaluatedFromTheAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := testutil.GetNode(t, env.Client, node.Name)
-	if state := got.Labels[engine.LabelState]; state != string(pitstopv1alpha1.StateMaintenanceRequired) {
+	if state := got.Labels[pitstopv1alpha1.LabelState]; state != string(pitstopv1alpha1.StateMaintenanceRequired) {
 		t.Fatalf("after one reconcile (result %+v) the node's state is %q, want %s: the stale read was not evaluated again", res, state, pitstopv1alpha1.StateMaintenanceRequired)
 	}
 	if len(got.Status.Conditions) != 1 {
@@ -870,8 +870,8 @@ func TestAMoveIsNotTakenAgainFromALaggingCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := testutil.GetNode(t, env.Client, node.Name)
-	if moved.Labels[engine.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) {
-		t.Fatalf("state %q after the first evaluation, want maintenance-required", moved.Labels[engine.LabelState])
+	if moved.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateMaintenanceRequired) {
+		t.Fatalf("state %q after the first evaluation, want maintenance-required", moved.Labels[pitstopv1alpha1.LabelState])
 	}
 	// Someone removes the trigger's annotation; the lagging cache shows
 	// neither that nor the move.
@@ -898,7 +898,7 @@ func TestAMoveIsNotTakenAgainFromALaggingCache(t *testing.T) {
 	if _, err := r.Reconcile(t.Context(), req); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.GetNode(t, env.Client, node.Name).Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
+	if got := testutil.GetNode(t, env.Client, node.Name).Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateInMaintenance) {
 		t.Errorf("state %q once the cache showed the approval, want in-maintenance", got)
 	}
 }
@@ -978,7 +978,9 @@ func TestSlotStalenessAsksTheAPIServerOnlyWhenTheCacheCannotTell(t *testing.T) {
 		return r.Encode()
 	}
 	node := func(name string, state pitstopv1alpha1.MaintenanceState) *corev1.Node {
-		return testutil.Node(name, func(n *corev1.Node) { n.Annotations = map[string]string{engine.AnnotationData: record(state)} })
+		return testutil.Node(name, func(n *corev1.Node) {
+			n.Annotations = map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: record(state)}
+		})
 	}
 	in, out := node("slot-in", pitstopv1alpha1.StateInMaintenance), node("slot-out", pitstopv1alpha1.StateOperational)
 	testutil.Create(t, env.Client, in, out)
@@ -1037,7 +1039,7 @@ func TestQueuePriorities(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		state := testutil.GetNode(t, env.Client, node.Name).Labels[engine.LabelState]
+		state := testutil.GetNode(t, env.Client, node.Name).Labels[pitstopv1alpha1.LabelState]
 		if state != string(wantState) || res.Priority == nil || *res.Priority != wantPriority {
 			t.Fatalf("state %s, priority %v; want %s, %d", state, ptr.Deref(res.Priority, -1), wantState, wantPriority)
 		}

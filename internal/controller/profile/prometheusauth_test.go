@@ -15,7 +15,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
-	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -52,7 +51,7 @@ func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(seen[query])
 	}
-	optedIn := map[string]string{profilesecret.LabelUsableByProfiles: "true"}
+	optedIn := map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "true"}
 	secretOf(t, "prom-opted-in", optedIn, map[string]string{"token": token})
 	secretOf(t, "prom-not-opted-in", nil, map[string]string{"token": token})
 
@@ -90,7 +89,7 @@ func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 		}
 		return nil
 	})
-	if got := testutil.GetNode(t, env.Client, "prom-unlabelled-0").Labels[engine.LabelState]; got != string(pitstopv1alpha1.StateOperational) {
+	if got := testutil.GetNode(t, env.Client, "prom-unlabelled-0").Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateOperational) {
 		t.Errorf("the node of the Secret not opted in is %q, want operational", got)
 	}
 	if got := queries("vector(2)"); len(got) != 0 {
@@ -121,7 +120,7 @@ func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 func awaitOutOfOperational(t *testing.T, node string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
-		if got := testutil.GetNode(t, env.Client, node).Labels[engine.LabelState]; got == "" || got == string(pitstopv1alpha1.StateOperational) {
+		if got := testutil.GetNode(t, env.Client, node).Labels[pitstopv1alpha1.LabelState]; got == "" || got == string(pitstopv1alpha1.StateOperational) {
 			return fmt.Errorf("%s is %q, want it out of operational", node, got)
 		}
 		return nil

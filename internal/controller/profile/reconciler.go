@@ -22,17 +22,15 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
-// Event reasons on nodes.
+// How the engine paces its retries, and the slot sweep.
 const (
-	EventChangedState    = "ChangedMaintenanceState"
-	EventChangeFailed    = "ChangeMaintenanceStateFailed"
-	EventInvalidRecord   = "InvalidMaintenanceRecord"
 	triggerRetry         = 10 * time.Second
 	failureRetryFirst    = time.Second
 	failureRetryMax      = 5 * time.Minute
@@ -102,7 +100,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 	if err != nil {
 		// Never reset a record pitstop cannot read: the node may be in
 		// maintenance. Someone must fix or remove the annotation.
-		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventInvalidRecord, "Evaluate", "%v", err)
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventInvalidRecord, "Evaluate", "%v", err)
 		return ctrl.Result{}, nil
 	}
 	list := &pitstopv1alpha1.MaintenanceProfileList{}
@@ -149,7 +147,7 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 		if err != nil {
 			after = retryAfter(record.Profiles[name].Failures + 1)
 			attempt := record.Fail(name, err, now.Add(after))
-			r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventChangeFailed, "Transition",
+			r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventChangeFailed, "Transition",
 				"profile %s: %v; the node stays %s (attempt %d, next in %s)", name, err, record.Profiles[name].Current, attempt, after)
 		}
 		if leaving {
@@ -214,8 +212,8 @@ func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl
 // profile selects carries neither.
 func writeRecord(node *corev1.Node, record engine.Record) {
 	if len(record.Profiles) == 0 {
-		delete(node.Annotations, engine.AnnotationData)
-		delete(node.Labels, engine.LabelState)
+		delete(node.Annotations, pitstopv1alpha1.AnnotationMaintenanceData)
+		delete(node.Labels, pitstopv1alpha1.LabelState)
 		return
 	}
 	if node.Annotations == nil {
@@ -224,8 +222,8 @@ func writeRecord(node *corev1.Node, record engine.Record) {
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
-	node.Annotations[engine.AnnotationData] = record.Encode()
-	node.Labels[engine.LabelState] = string(record.MostSevere())
+	node.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = record.Encode()
+	node.Labels[pitstopv1alpha1.LabelState] = string(record.MostSevere())
 }
 
 // selected returns the names of the profiles that select the node, and
@@ -346,7 +344,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	// is retried, and the move must be reported once.
 	*afterWrite = append(*afterWrite, func() {
 		transitionsTotal.WithLabelValues(name, string(pr.Current), string(t.Next)).Inc()
-		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventChangedState, "Transition",
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, pitstopv1alpha1.EventChangedState, "Transition",
 			"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())
 	})
 	// The new state's time-based checks start counting now.
@@ -593,7 +591,7 @@ func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
 		return true
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	err = reader.Get(ctx, client.ObjectKey{Name: trigger.MaintenanceName(holder)}, nm)
+	err = reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(holder)}, nm)
 	return !apierrors.IsNotFound(err)
 }
 

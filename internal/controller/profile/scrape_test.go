@@ -87,7 +87,7 @@ func TestFleetGaugesAreReadFromTheCacheAtScrapeTime(t *testing.T) {
 			Current: n.state, Previous: pitstopv1alpha1.StateOperational, Since: engine.Stamp{Time: t0.Add(-n.since)}, Checks: n.checks,
 		}}}
 		node := testutil.Node(n.name, testutil.WithLabels(map[string]string{"pool": "gauges", "zone": n.zone}), func(node *corev1.Node) {
-			node.Annotations = map[string]string{engine.AnnotationData: record.Encode()}
+			node.Annotations = map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: record.Encode()}
 		})
 		testutil.Create(t, env.Client, node)
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })

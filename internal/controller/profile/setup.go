@@ -32,7 +32,6 @@ import (
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
 // Options tune the profile controller.
@@ -114,7 +113,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Named("profile-status").
 		For(&pitstopv1alpha1.MaintenanceProfile{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(status.allProfiles), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetLabels()[engine.LabelState] != e.ObjectNew.GetLabels()[engine.LabelState]
+			return e.ObjectOld.GetLabels()[pitstopv1alpha1.LabelState] != e.ObjectNew.GetLabels()[pitstopv1alpha1.LabelState]
 		}})).
 		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(status)
@@ -245,7 +244,7 @@ func maintenanceStepChanged(old, new *pitstopv1alpha1.NodeMaintenance) bool {
 }
 
 func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
-	if _, ok := o.GetLabels()[trigger.LabelProfile]; !ok {
+	if _, ok := o.GetLabels()[pitstopv1alpha1.LabelProfile]; !ok {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*pitstopv1alpha1.NodeMaintenance).Spec.NodeName}}}
@@ -284,7 +283,7 @@ func (r *Reconciler) wakeOnSlotFreed(_ context.Context, e event.UpdateEvent, _ w
 // once the cache holds the change.
 func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	oldNode, newNode := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
-	if oldNode.Annotations[engine.AnnotationData] == newNode.Annotations[engine.AnnotationData] {
+	if oldNode.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] == newNode.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] {
 		return
 	}
 	before, err := engine.ReadRecord(oldNode)

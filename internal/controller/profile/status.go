@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
 // statusReconciler writes each profile's status: whether it is valid, and
@@ -63,12 +62,6 @@ func (s *statusReconciler) allProfiles(ctx context.Context, _ client.Object) []r
 	return reqs
 }
 
-// Condition types of a MaintenanceProfile.
-const (
-	ConditionValid = "Valid"
-	ConditionReady = "Ready"
-)
-
 func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &pitstopv1alpha1.MaintenanceProfile{}
 	if err := s.client.Get(ctx, req.NamespacedName, p); err != nil {
@@ -95,13 +88,13 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if running != nil && (p.Status.LastValid == nil || p.Status.LastValid.Generation != running.spec.Generation) {
 		p.Status.LastValid = &pitstopv1alpha1.ProfileGeneration{Generation: running.spec.Generation, Spec: *running.spec.Spec.DeepCopy()}
 	}
-	valid := metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue, Reason: "Compiled", Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
-	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the engine runs this generation", ObservedGeneration: p.Generation}
+	valid := metav1.Condition{Type: pitstopv1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonCompiled, Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
+	ready := metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonRunning, Message: "the engine runs this generation", ObservedGeneration: p.Generation}
 	if err != nil {
-		valid = metav1.Condition{Type: ConditionValid, Status: metav1.ConditionFalse, Reason: "Invalid", Message: err.Error(), ObservedGeneration: p.Generation}
-		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "NotRunning", Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
+		valid = metav1.Condition{Type: pitstopv1alpha1.ConditionValid, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonInvalid, Message: err.Error(), ObservedGeneration: p.Generation}
+		ready = metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonNotRunning, Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
 		if running != nil {
-			ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "RunningPreviousGeneration",
+			ready = metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonRunningPreviousGeneration,
 				Message: "the engine keeps running generation " + strconv.FormatInt(running.spec.Generation, 10) + ", the last valid one", ObservedGeneration: p.Generation}
 		}
 	}
@@ -173,7 +166,7 @@ func (s *statusReconciler) release(ctx context.Context, p *pitstopv1alpha1.Maint
 	if len(shown) > 10 {
 		shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(leaving)-10))
 	}
-	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: "Releasing",
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonReleasing,
 		Message: fmt.Sprintf("deleted: %d nodes are leaving the profile (their drains undone, their slots given back): %s", len(leaving), strings.Join(shown, ", ")), ObservedGeneration: p.Generation})
 	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
 		if err := s.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
@@ -201,7 +194,7 @@ func (s *statusReconciler) leaving(ctx context.Context, profile string) ([]strin
 		}
 	}
 	list := &pitstopv1alpha1.NodeMaintenanceList{}
-	if err := s.client.List(ctx, list, client.MatchingLabels{trigger.LabelProfile: profile}); err != nil {
+	if err := s.client.List(ctx, list, client.MatchingLabels{pitstopv1alpha1.LabelProfile: profile}); err != nil {
 		return nil, err
 	}
 	for _, nm := range list.Items {

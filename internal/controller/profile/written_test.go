@@ -84,7 +84,7 @@ func TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut(t *testing.T) {
 		rec := engine.Record{Profiles: map[string]engine.ProfileRecord{profileName: {Current: state}}}
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
 			Labels:      map[string]string{"pool": "os"},
-			Annotations: map[string]string{engine.AnnotationData: rec.Encode()}}}
+			Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: rec.Encode()}}}
 	}
 	leftCached := node("worker-left", "10", pitstopv1alpha1.StateInMaintenance)
 	leftWritten := node("worker-left", "12", pitstopv1alpha1.StateOperational)

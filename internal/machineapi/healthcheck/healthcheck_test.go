@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -162,7 +161,9 @@ func TestLeavesAMachineInPlannedMaintenanceAlone(t *testing.T) {
 	long := time.Now().Add(-time.Hour)
 	rebooting, node := f.machineOnNode("rebooting", corev1.ConditionFalse, long)
 	profiled, profiledNode := f.machineOnNode("profiled", corev1.ConditionFalse, long)
-	update(t, profiledNode, func(n *corev1.Node) { n.Labels[engine.LabelState] = string(pitstopv1alpha1.StateInMaintenance) })
+	update(t, profiledNode, func(n *corev1.Node) {
+		n.Labels[pitstopv1alpha1.LabelState] = string(pitstopv1alpha1.StateInMaintenance)
+	})
 	nm := &pitstopv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
 		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Reason: "kernel upgrade"},
@@ -188,7 +189,7 @@ func TestLeavesAMachineInPlannedMaintenanceAlone(t *testing.T) {
 	awaitDeleted(t, rebooting)
 	assertExists(t, profiled)
 
-	update(t, profiledNode, func(n *corev1.Node) { delete(n.Labels, engine.LabelState) })
+	update(t, profiledNode, func(n *corev1.Node) { delete(n.Labels, pitstopv1alpha1.LabelState) })
 	awaitDeleted(t, profiled)
 }
 

@@ -23,7 +23,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
-	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 )
@@ -171,7 +170,7 @@ func nodeHealthChanged() predicate.Predicate {
 		if !okBefore || !okAfter {
 			return true
 		}
-		return before.Labels[engine.LabelState] != after.Labels[engine.LabelState] ||
+		return before.Labels[pitstopv1alpha1.LabelState] != after.Labels[pitstopv1alpha1.LabelState] ||
 			before.Annotations[machineapi.AnnotationMachine] != after.Annotations[machineapi.AnnotationMachine] ||
 			!sameConditions(before.Status.Conditions, after.Status.Conditions)
 	}}

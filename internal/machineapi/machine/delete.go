@@ -12,17 +12,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
-	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
 // controlPlaneDrain is the budget of one that control-plane machines'
@@ -104,7 +103,7 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, m *machinev1beta1.Machi
 		return ctrl.Result{}, false, nil
 	}
 	setHookCondition(m, machinev1beta1.MachineDrainable, "Drain operation", nil, now)
-	if nodemaintenance.IsControlPlane(node) {
+	if maintenance.IsControlPlane(node) {
 		got, err := r.takeControlPlaneTurn(ctx, node, now)
 		if err != nil {
 			return ctrl.Result{}, false, err
@@ -178,9 +177,9 @@ func (r *Reconciler) maintenanceOf(ctx context.Context, m *machinev1beta1.Machin
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        maintenanceName(node.Name),
-			Labels:      map[string]string{LabelSource: SourceMachine},
-			Annotations: map[string]string{AnnotationMachine: m.Namespace + "/" + m.Name},
+			Name:        maintenance.ForMachine(node.Name),
+			Labels:      map[string]string{pitstopv1alpha1.LabelSource: SourceMachine},
+			Annotations: map[string]string{pitstopv1alpha1.AnnotationMachine: m.Namespace + "/" + m.Name},
 		},
 		Spec: pitstopv1alpha1.NodeMaintenanceSpec{
 			NodeName: node.Name,
@@ -218,21 +217,11 @@ func isUnreachable(node *corev1.Node) bool {
 // drain leaves (DaemonSet and mirror pods).
 func (r *Reconciler) podsLeftToEvict(ctx context.Context, node *corev1.Node) (int, error) {
 	pods := &corev1.PodList{}
-	if err := r.client.List(ctx, pods, client.MatchingFields{nodemaintenance.IndexPodNode: node.Name}); err != nil {
+	if err := r.client.List(ctx, pods, client.MatchingFields{maintenance.IndexPodNode: node.Name}); err != nil {
 		return 0, fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
 	}
 	plan := drain.NewPlan(pods.Items, drain.Options{DeleteUnmanaged: true})
 	return len(plan.Evict) + len(plan.Waiting) + len(plan.Delete) + len(plan.Blocked), nil
-}
-
-// maintenanceName names the NodeMaintenance of a Machine's drain after
-// its node (one maintenance per node).
-func maintenanceName(node string) string {
-	name := "machine-" + node
-	if len(name) > validation.DNS1123SubdomainMaxLength {
-		name = strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength], ".-")
-	}
-	return name
 }
 
 // takeControlPlaneTurn takes the one control-plane drain slot for node, or
@@ -248,7 +237,7 @@ func (r *Reconciler) takeControlPlaneTurn(ctx context.Context, node *corev1.Node
 			return false
 		}
 		nm := &pitstopv1alpha1.NodeMaintenance{}
-		err := r.reader.Get(ctx, client.ObjectKey{Name: maintenanceName(holder)}, nm)
+		err := r.reader.Get(ctx, client.ObjectKey{Name: maintenance.ForMachine(holder)}, nm)
 		switch {
 		case apierrors.IsNotFound(err):
 			return true
@@ -278,10 +267,10 @@ func (r *Reconciler) finishDrain(ctx context.Context, m *machinev1beta1.Machine)
 		return nil
 	}
 	node := m.Status.NodeRef.Name
-	nm := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: maintenanceName(node)}}
+	nm := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: maintenance.ForMachine(node)}}
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(nm), nm); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("reading NodeMaintenance %s: %w", nm.Name, err)
-	} else if err == nil && nm.Annotations[AnnotationMachine] == m.Namespace+"/"+m.Name {
+	} else if err == nil && nm.Annotations[pitstopv1alpha1.AnnotationMachine] == m.Namespace+"/"+m.Name {
 		if err := r.client.Delete(ctx, nm); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
 		}

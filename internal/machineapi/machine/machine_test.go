@@ -109,7 +109,7 @@ func TestDeletionWaitsForTheHooksDrainsThroughANodeMaintenanceAndRemovesInstance
 	if pods := testutil.PodsOn(t, env.Client, ns, "del-0"); len(pods) != 0 {
 		t.Errorf("pods %v still on the drained node", pods)
 	}
-	if _, deleting := node.Annotations[kwok.AnnotationDeleteAt]; deleting {
+	if _, deleting := node.Annotations[pitstopv1alpha1.AnnotationKwokDeleteAt]; deleting {
 		t.Error("the instance is being deleted while a preTerminate hook holds it")
 	}
 
@@ -395,7 +395,7 @@ func maintenanceOf(t *testing.T, node string) *pitstopv1alpha1.NodeMaintenance {
 // returns a function telling the most that were draining at once.
 func watchMachineDrains(t *testing.T) func() int {
 	t.Helper()
-	w, err := watcher(t).Watch(t.Context(), &pitstopv1alpha1.NodeMaintenanceList{}, client.MatchingLabels{machine.LabelSource: machine.SourceMachine})
+	w, err := watcher(t).Watch(t.Context(), &pitstopv1alpha1.NodeMaintenanceList{}, client.MatchingLabels{pitstopv1alpha1.LabelSource: machine.SourceMachine})
 	if err != nil {
 		t.Fatal(err)
 	}

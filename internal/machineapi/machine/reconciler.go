@@ -26,12 +26,7 @@ const (
 	// Machine API's own name, so Machines made by another Machine API
 	// controller keep working after the switch.
 	Finalizer = machinev1beta1.MachineFinalizer
-	// AnnotationMachine on a NodeMaintenance names the Machine (namespace/
-	// name) whose deletion it drains for.
-	AnnotationMachine = "pitstop.dev/machine"
-	// LabelSource on a NodeMaintenance says which API asked for it.
-	LabelSource = "pitstop.dev/source"
-	// SourceMachine is LabelSource of the drains of Machines.
+	// SourceMachine is the pitstop.dev/source label of the drains of Machines.
 	SourceMachine = "machine.openshift.io"
 )
 

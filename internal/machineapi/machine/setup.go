@@ -22,7 +22,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
 )
 
 // controllerName names the controller in logs and Events.
@@ -96,14 +95,14 @@ func machineOfMaintenance(_ context.Context, obj client.Object) []reconcile.Requ
 
 // machineOf names the Machine whose drain a NodeMaintenance is, if it is one.
 func machineOf(nm client.Object) (types.NamespacedName, bool) {
-	ns, name, ok := strings.Cut(nm.GetAnnotations()[AnnotationMachine], "/")
+	ns, name, ok := strings.Cut(nm.GetAnnotations()[pitstopv1alpha1.AnnotationMachine], "/")
 	return types.NamespacedName{Namespace: ns, Name: name}, ok
 }
 
 // machineOfNode maps a Node to its Machine, by the annotation nodelink sets
 // (or the kwok provider's, for a Node not linked yet).
 func machineOfNode(_ context.Context, obj client.Object) []reconcile.Request {
-	for _, key := range []string{machineapi.AnnotationMachine, kwok.AnnotationMachine} {
+	for _, key := range []string{machineapi.AnnotationMachine, pitstopv1alpha1.AnnotationKwokMachine} {
 		if ns, name, ok := strings.Cut(obj.GetAnnotations()[key], "/"); ok {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 		}

@@ -86,7 +86,7 @@ func secretsOf(secrets ...*corev1.Secret) client.WithWatch {
 func secret(name string, optedIn bool, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pitstopNamespace, Name: name}, Data: map[string][]byte{}}
 	if optedIn {
-		s.Labels = map[string]string{profilesecret.LabelUsableByProfiles: "true"}
+		s.Labels = map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "true"}
 	}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
@@ -201,7 +201,7 @@ func TestPrometheusInstantReadsOnlyOptedInSecrets(t *testing.T) {
 		secret("not-opted-in", false, map[string]string{"token": token}),
 		func() *corev1.Secret {
 			s := secret("half-opted-in", false, map[string]string{"token": token})
-			s.Labels = map[string]string{profilesecret.LabelUsableByProfiles: "yes"}
+			s.Labels = map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "yes"}
 			return s
 		}(),
 		secret("prom-auth", true, map[string]string{"token": token, "newline": "prom-\ntoken"}),

@@ -12,22 +12,17 @@ package trigger
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
-
-// LabelProfile marks the NodeMaintenances a profile created, with its name.
-const LabelProfile = "pitstop.dev/profile"
 
 // Context is what a trigger acts on.
 type Context struct {
@@ -143,78 +138,42 @@ func (f finalizer) Run(_ context.Context, c Context) (bool, string, error) {
 	return true, "", nil
 }
 
-// MaintenanceName is the name of the NodeMaintenance a profile creates for
-// a node.
-func MaintenanceName(node string) string { return "profile-" + node }
-
 // drainTrigger creates the node's NodeMaintenance and is done once it is
 // Ready (cordoned and drained).
 type drainTrigger struct{ spec pitstopv1alpha1.DrainTrigger }
 
 func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	err := c.Client.Get(ctx, client.ObjectKey{Name: MaintenanceName(c.Node.Name)}, nm)
+	err := c.Client.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(c.Node.Name)}, nm)
 	if apierrors.IsNotFound(err) {
-		nm = &pitstopv1alpha1.NodeMaintenance{
-			ObjectMeta: metav1.ObjectMeta{Name: MaintenanceName(c.Node.Name), Labels: map[string]string{LabelProfile: c.Profile}},
-			Spec: pitstopv1alpha1.NodeMaintenanceSpec{
-				NodeName: c.Node.Name,
-				Reason:   "maintenance profile " + c.Profile,
-				Drain:    d.spec.Drain,
-			},
-		}
+		nm = maintenance.NewForProfile(c.Node.Name, c.Profile, d.spec.Drain)
 		if err := c.Client.Create(ctx, nm); err != nil {
 			return false, "", fmt.Errorf("creating NodeMaintenance %s: %w", nm.Name, err)
 		}
 		return false, "NodeMaintenance " + nm.Name + " created", nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", MaintenanceName(c.Node.Name), err)
+		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", maintenance.ForProfile(c.Node.Name), err)
 	}
 	if !nm.DeletionTimestamp.IsZero() {
-		return false, lastMaintenanceGoing(nm), nil
+		return false, maintenance.Going(nm), nil
 	}
-	return drainProgress(nm)
-}
-
-// lastMaintenanceGoing says why a drain waits for the NodeMaintenance of
-// the node's last maintenance: the restore let the node out once the node
-// was restored, and the object goes a moment later. Its status is the last
-// maintenance's (Ready, drained), so it must never count as this drain's.
-func lastMaintenanceGoing(nm *pitstopv1alpha1.NodeMaintenance) string {
-	return "waiting for NodeMaintenance " + nm.Name + " of the last maintenance to be gone"
-}
-
-// drainProgress says whether the drain is done (the NodeMaintenance is
-// Ready) and, if not, what it waits for; a failed drain is an error.
-func drainProgress(nm *pitstopv1alpha1.NodeMaintenance) (bool, string, error) {
-	ready := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionReady)
-	if ready != nil && ready.Status == metav1.ConditionTrue {
-		return true, "", nil
-	}
-	if ready != nil && ready.Reason == pitstopv1alpha1.ReasonFailed {
-		return false, "", fmt.Errorf("NodeMaintenance %s failed: %s", nm.Name, ready.Message)
-	}
-	status := "waiting for the drain (NodeMaintenance " + nm.Name + ")"
-	if ready != nil {
-		status += ": " + ready.Message
-	}
-	return false, status, nil
+	return maintenance.Progress(nm)
 }
 
 // restoreTrigger deletes the NodeMaintenance a profile created and is done
-// once the node is restored (Restored). A NodeMaintenance someone else
+// once the node is restored (maintenance.Restored). A NodeMaintenance someone else
 // created is left alone.
 type restoreTrigger struct{}
 
 func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	err := c.Client.Get(ctx, client.ObjectKey{Name: MaintenanceName(c.Node.Name)}, nm)
+	err := c.Client.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(c.Node.Name)}, nm)
 	if apierrors.IsNotFound(err) {
 		return true, "", nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", MaintenanceName(c.Node.Name), err)
+		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", maintenance.ForProfile(c.Node.Name), err)
 	}
 	if nm.DeletionTimestamp.IsZero() {
 		if err := c.Client.Delete(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
@@ -222,38 +181,10 @@ func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 		}
 		return false, "restoring node " + c.Node.Name, nil
 	}
-	if Restored(nm, c.Node, c.From) {
+	if maintenance.Restored(nm, c.Node, c.From) {
 		return true, "", nil
 	}
 	return false, "restoring node " + c.Node.Name, nil
-}
-
-// Restored says whether the node's NodeMaintenance nm, being deleted, has
-// put the node back, so that the node may leave maintenance before the
-// object is gone. The NodeMaintenance controller restores the node in one
-// write (the cordon, its taints and label, and the record of the cordon,
-// AnnotationCordonedBefore, go together) and only then lets the object go:
-// leaving at that write rather than at the object's end takes the removal
-// of its finalizer off the way between one node's maintenance and the
-// next's.
-//
-// The node must be as read with its record saying it is in maintenance
-// (from): that version of the node was written after the drain was done,
-// so after the cordon, and a node without the record of the cordon in it
-// has been restored. A node leaving an earlier state (a drain given up)
-// may be read from before the cordon; it waits for the object to be gone.
-// So does a node another NodeMaintenance holds, which keeps the cordon.
-func Restored(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node, from pitstopv1alpha1.MaintenanceState) bool {
-	if nm == nil {
-		return true
-	}
-	if nm.DeletionTimestamp.IsZero() || from != pitstopv1alpha1.StateInMaintenance {
-		return false
-	}
-	if _, cordoned := node.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; cordoned {
-		return false
-	}
-	return !slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == pitstopv1alpha1.TaintDrain })
 }
 
 // Observer is a trigger that can tell, without acting, what it is still
@@ -269,13 +200,13 @@ type Observer interface {
 // Ready; a failed drain is an error, as in Run.
 func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, _ pitstopv1alpha1.MaintenanceState) (string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node.Name)}, nm); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm); err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
 	if !nm.DeletionTimestamp.IsZero() {
-		return lastMaintenanceGoing(nm), nil
+		return maintenance.Going(nm), nil
 	}
-	_, status, err := drainProgress(nm)
+	_, status, err := maintenance.Progress(nm)
 	return status, err
 }
 
@@ -283,10 +214,10 @@ func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node *c
 // in Run.
 func (restoreTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, from pitstopv1alpha1.MaintenanceState) (string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: MaintenanceName(node.Name)}, nm); err != nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm); err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
-	if Restored(nm, node, from) {
+	if maintenance.Restored(nm, node, from) {
 		return "", nil
 	}
 	return "waiting for NodeMaintenance " + nm.Name + " to be deleted and the node restored", nil

@@ -26,6 +26,8 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // Kind is the providerSpec kind the kwok provider serves.
@@ -35,11 +37,6 @@ const Kind = "KwokMachineProviderConfig"
 const APIVersion = "pitstop.dev/v1alpha1"
 
 const (
-	// AnnotationMachine on a kwok Node names the Machine it was made for.
-	AnnotationMachine = "pitstop.dev/kwok-machine"
-	// AnnotationDeleteAt on a kwok Node is when Delete lets it disappear
-	// (RFC 3339); the Node exists, shutting down, until then.
-	AnnotationDeleteAt = "pitstop.dev/kwok-delete-at"
 	// defaultPods is the pod capacity of a node whose spec says none.
 	defaultPods = 110
 )
@@ -112,7 +109,7 @@ func (p *Provider) Create(ctx context.Context, m *machinev1beta1.Machine) (*prov
 	}
 	if !isMachineNode(node, m) {
 		return nil, fmt.Errorf("%w: metadata.name: a node named %s exists that is not this machine's (its %s annotation is %q)",
-			provider.ErrInvalidConfig, m.Name, AnnotationMachine, node.Annotations[AnnotationMachine])
+			provider.ErrInvalidConfig, m.Name, pitstopv1alpha1.AnnotationKwokMachine, node.Annotations[pitstopv1alpha1.AnnotationKwokMachine])
 	}
 	return p.instance(node, spec), nil
 }
@@ -138,7 +135,7 @@ func (p *Provider) createNode(ctx context.Context, m *machinev1beta1.Machine, sp
 		node.Labels[corev1.LabelTopologyRegion] = spec.Region
 	}
 	setInternalIP(node, ip)
-	node.Annotations[AnnotationMachine] = m.Namespace + "/" + m.Name
+	node.Annotations[pitstopv1alpha1.AnnotationKwokMachine] = m.Namespace + "/" + m.Name
 	if err := p.Client.Create(ctx, node); err != nil {
 		return nil, err
 	}
@@ -201,7 +198,7 @@ func (p *Provider) Delete(ctx context.Context, m *machinev1beta1.Machine) error 
 		return nil
 	}
 	patch := client.MergeFrom(node.DeepCopy())
-	node.Annotations[AnnotationDeleteAt] = p.Clock.Now().Add(spec.DeleteDelay.Duration).UTC().Format(time.RFC3339Nano)
+	node.Annotations[pitstopv1alpha1.AnnotationKwokDeleteAt] = p.Clock.Now().Add(spec.DeleteDelay.Duration).UTC().Format(time.RFC3339Nano)
 	return client.IgnoreNotFound(p.Client.Patch(ctx, node, patch))
 }
 
@@ -239,11 +236,11 @@ func decode(m *machinev1beta1.Machine) (*Spec, error) {
 }
 
 func isMachineNode(node *corev1.Node, m *machinev1beta1.Machine) bool {
-	return node.Annotations[AnnotationMachine] == m.Namespace+"/"+m.Name
+	return node.Annotations[pitstopv1alpha1.AnnotationKwokMachine] == m.Namespace+"/"+m.Name
 }
 
 func deleteAt(node *corev1.Node) (time.Time, bool) {
-	v, ok := node.Annotations[AnnotationDeleteAt]
+	v, ok := node.Annotations[pitstopv1alpha1.AnnotationKwokDeleteAt]
 	if !ok {
 		return time.Time{}, false
 	}

@@ -1,0 +1,103 @@
+package v1alpha1
+
+// The keys pitstop reads and writes on nodes and on its own and others'
+// objects: labels, annotations, taints and finalizers. Every package uses
+// these names; none spells a key again.
+
+// On nodes.
+const (
+	// LabelState is the node's most severe state over its profiles, for
+	// selectors and `kubectl get nodes -L`.
+	LabelState = "pitstop.dev/state"
+
+	// AnnotationMaintenanceData holds the node's record as JSON: its state
+	// in every profile, so that a restart resumes where it stopped.
+	AnnotationMaintenanceData = "pitstop.dev/maintenance-data"
+
+	// LabelSeedProfile is the maintenance-controller's profile label:
+	// profile names joined by "--". pitstop honours it.
+	LabelSeedProfile = "cloud.sap/maintenance-profile"
+
+	// TaintDrain marks a node that pitstop is draining, next to the standard
+	// node.kubernetes.io/unschedulable taint. Pods that tolerate the cordon
+	// (but not this taint) do not land on the node while it drains.
+	TaintDrain = "pitstop.dev/drain"
+
+	// AnnotationCordonedBefore records on the node whether it was already
+	// cordoned when pitstop first cordoned it ("true" or "false"), so that
+	// restoring it does not uncordon a node someone else had cordoned.
+	AnnotationCordonedBefore = "pitstop.dev/cordoned-before"
+
+	// AnnotationExcludeNodeDraining on a NodeMaintenance or its node means
+	// cordon only, no drain. It is the key the Machine API uses, so Machines
+	// and nodes that carry it keep their meaning.
+	AnnotationExcludeNodeDraining = "machine.openshift.io/exclude-node-draining"
+
+	// FinalizerNodeMaintenance holds a NodeMaintenance until its node is
+	// restored.
+	FinalizerNodeMaintenance = "pitstop.dev/node-maintenance"
+
+	// FinalizerMaintenanceProfile holds a deleted MaintenanceProfile until
+	// every node it had out of operational has left it: restored, and its
+	// budget slots given back.
+	FinalizerMaintenanceProfile = "pitstop.dev/maintenance-profile"
+
+	// LabelExcludeFromRemediation on a node tells health checkers (pitstop's,
+	// and medik8s' NodeHealthCheck) that the node is down on purpose.
+	LabelExcludeFromRemediation = "remediation.medik8s.io/exclude-from-remediation"
+)
+
+// On NodeMaintenances.
+const (
+	// LabelProfile marks the NodeMaintenances a profile created, with its
+	// name.
+	LabelProfile = "pitstop.dev/profile"
+
+	// LabelSource on a NodeMaintenance says which API asked for it: its
+	// controller owner reference names the object.
+	LabelSource = "pitstop.dev/source"
+
+	// AnnotationMachine on a NodeMaintenance names the Machine (namespace/
+	// name) whose deletion it drains for.
+	AnnotationMachine = "pitstop.dev/machine"
+)
+
+// On Leases and Secrets.
+const (
+	// LabelBudget marks a budget's slot Leases, so that its slots can be
+	// listed; its value is a hash of the budget.
+	LabelBudget = "pitstop.dev/budget"
+	// AnnotationBudgetName and AnnotationBudgetGroup say which budget a
+	// slot Lease belongs to.
+	AnnotationBudgetName  = "pitstop.dev/budget-name"
+	AnnotationBudgetGroup = "pitstop.dev/budget-group"
+
+	// LabelSlackThread marks the Leases that slackThread notifications
+	// create: the only Leases the sender writes.
+	LabelSlackThread = "pitstop.dev/slack-thread"
+	// AnnotationSlackChannel and AnnotationSlackThread on a Slack thread's
+	// Lease say where the thread is. The Lease's acquireTime is when the
+	// thread was opened, its duration the period.
+	AnnotationSlackChannel = "pitstop.dev/slack-channel"
+	AnnotationSlackThread  = "pitstop.dev/slack-thread-ts"
+
+	// LabelUsableByProfiles, set to "true", opts a Secret of pitstop's
+	// namespace in for profiles: it is the only kind their notifications
+	// and checks read. That namespace holds Secrets of pitstop's own (the
+	// webhook's serving key), and a profile's author names both the Secret
+	// and where its value goes (the mail server a password is sent to, the
+	// Prometheus a token is): without the opt-in, pitstop would hand them
+	// any of its Secrets.
+	LabelUsableByProfiles = "pitstop.dev/usable-by-profiles"
+)
+
+// On the simulated nodes of the kwok machine provider.
+const (
+	// AnnotationKwokMachine on a kwok Node names the Machine it was made
+	// for.
+	AnnotationKwokMachine = "pitstop.dev/kwok-machine"
+	// AnnotationKwokDeleteAt on a kwok Node is when the provider's Delete
+	// lets it disappear (RFC 3339); the Node exists, shutting down, until
+	// then.
+	AnnotationKwokDeleteAt = "pitstop.dev/kwok-delete-at"
+)

@@ -1,0 +1,32 @@
+// Package nodeview answers what pitstop asks of a Node object: whether it
+// is Ready and whether it carries a taint.
+package nodeview
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Ready says whether the node's Ready condition is True.
+func Ready(node *corev1.Node) bool {
+	if c := Condition(node, corev1.NodeReady); c != nil {
+		return c.Status == corev1.ConditionTrue
+	}
+	return false
+}
+
+// Condition returns the node's condition of type t, or nil.
+func Condition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == t {
+			return &node.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// HasTaint says whether the node carries a taint with key, of any effect.
+func HasTaint(node *corev1.Node, key string) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
+}
