@@ -14,6 +14,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
 // clusterView is the read-only view of the cluster checks get, read from
@@ -216,7 +217,7 @@ func (v *clusterView) PodsOn(node string) []corev1.Pod {
 // SlotHolders names the nodes holding slots of a maxMaintenance budget,
 // from the cache.
 func (v *clusterView) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
-	key := maxMaintenanceKey(profile, m, group)
+	key := check.MaxMaintenanceKey(profile, m, group)
 	if h, ok := v.holders[key]; ok {
 		return h
 	}

@@ -89,10 +89,6 @@ type Window struct {
 	engine.CheckEvaluation
 }
 
-// clockOnlyPlugins are the check plugins whose answer depends on the
-// clock alone, not on the node or the cluster.
-var clockOnlyPlugins = map[string]bool{"timeWindow": true, "freeze": true}
-
 // FleetView reads the profiles and nodes once and places every node.
 // A node's state in a profile is the one the engine would see on its next
 // pass, as in Node: a profile that newly selects it starts it operational.
@@ -172,14 +168,14 @@ func (e *Evaluator) profileView(ctx context.Context, view *clusterView, p *pitst
 		return pv
 	}
 	for _, inst := range c.spec.Spec.Checks {
-		plugin := check.PluginName(inst)
-		switch {
-		case inst.MaxMaintenance != nil:
-			pv.Budgets = append(pv.Budgets, budgets(view, c.spec.Name, inst.Name, inst.MaxMaintenance)...)
-		case clockOnlyPlugins[plugin]:
-			// These plugins read the clock only, so any node will do.
+		if b, ok := check.BudgetOf(c.spec.Name, inst, &corev1.Node{}); ok && b.MaxMaintenance != nil {
+			pv.Budgets = append(pv.Budgets, budgets(view, c.spec.Name, inst.Name, b.MaxMaintenance)...)
+			continue
+		}
+		if check.ReadsOf(inst) == check.ReadsClock {
+			// The check reads the clock only, so any node will do.
 			res, err := c.checks[inst.Name].Evaluate(ctx, check.Context{Node: &corev1.Node{}, Profile: p.Name, Now: now, Cluster: view})
-			pv.Windows = append(pv.Windows, Window{Plugin: plugin, CheckEvaluation: engine.NewCheckEvaluation(inst.Name, res, err)})
+			pv.Windows = append(pv.Windows, Window{Plugin: check.PluginName(inst), CheckEvaluation: engine.NewCheckEvaluation(inst.Name, res, err)})
 		}
 	}
 	return pv

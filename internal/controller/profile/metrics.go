@@ -185,7 +185,7 @@ func budgetsUse(ctx context.Context, slots *budget.Slots, c *compiled, keys []bu
 			continue
 		}
 		groups := []budget.Key{b.key}
-		if m := inst.MaxMaintenance; m != nil && m.GroupBy != "" {
+		if m := b.check; m != nil && m.GroupBy != "" {
 			groups = groups[:0]
 			for _, k := range keys {
 				if k.Name == b.key.Name && strings.HasPrefix(k.Group, b.key.Group) { // "zone=" starts every zone's

@@ -31,13 +31,12 @@ import (
 
 // How the engine paces its retries, and the slot sweep.
 const (
-	triggerRetry         = 10 * time.Second
-	failureRetryFirst    = time.Second
-	failureRetryMax      = 5 * time.Minute
-	conflictRetry        = 100 * time.Millisecond
-	slotGrace            = 15 * time.Second
-	slotSweepInterval    = 15 * time.Second
-	allProfilesBudgetKey = "all-profiles"
+	triggerRetry      = 10 * time.Second
+	failureRetryFirst = time.Second
+	failureRetryMax   = 5 * time.Minute
+	conflictRetry     = 100 * time.Millisecond
+	slotGrace         = 15 * time.Second
+	slotSweepInterval = 15 * time.Second
 )
 
 // Reconciler moves one node at a time through its profiles' states.
@@ -524,42 +523,30 @@ func (r *Reconciler) budgetOf(ctx context.Context, c *compiled, checkName string
 	return b, ok
 }
 
-// budgetSlots returns the slots a check stands for, if it is a budget,
-// with the staleness rule of a stagger slot (expired at now); a
-// maxMaintenance slot's rule reads the cluster (Reconciler.budgetOf).
+// budgetSlots returns the slots a check stands for, if it is a budget
+// (check.BudgetOf), with the staleness rule of a stagger slot (expired at
+// now); a maxMaintenance slot's rule reads the cluster
+// (Reconciler.budgetOf).
 func budgetSlots(c *compiled, checkName string, node *corev1.Node, now time.Time) (slotBudget, bool) {
 	for _, inst := range c.spec.Spec.Checks {
 		if inst.Name != checkName {
 			continue
 		}
-		switch {
-		case inst.MaxMaintenance != nil:
-			m := inst.MaxMaintenance
-			return slotBudget{key: maxMaintenanceKey(c.spec.Name, m, node.Labels[m.GroupBy]), size: int(m.Max), name: checkName, check: m}, true
-		case inst.Stagger != nil:
-			s := inst.Stagger
-			expired := func(_ string, l *coordinationv1.Lease) bool {
-				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(s.Duration.Duration))
-			}
-			key := budget.Key{Name: c.spec.Name + "-stagger-" + checkName}
-			return slotBudget{key: key, size: int(max(s.Parallel, 1)), name: checkName, stale: expired, expired: expired}, true
+		b, ok := check.BudgetOf(c.spec.Name, inst, node)
+		if !ok {
+			return slotBudget{}, false
 		}
+		sb := slotBudget{key: b.Key, size: b.Size, name: checkName, check: b.MaxMaintenance}
+		if b.MaxMaintenance == nil {
+			lasts := b.Lasts
+			sb.expired = func(_ string, l *coordinationv1.Lease) bool {
+				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(lasts))
+			}
+			sb.stale = sb.expired
+		}
+		return sb, true
 	}
 	return slotBudget{}, false
-}
-
-// maxMaintenanceKey names the budget of profile's maxMaintenance check m
-// for nodes whose m.GroupBy label has the value group: one budget shared
-// by every profile unless ProfileScoped, one per group with GroupBy.
-func maxMaintenanceKey(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) budget.Key {
-	key := budget.Key{Name: allProfilesBudgetKey}
-	if m.ProfileScoped {
-		key.Name = profile
-	}
-	if m.GroupBy != "" {
-		key.Group = m.GroupBy + "=" + group
-	}
-	return key
 }
 
 // notInMaintenance says a maxMaintenance slot is stale when its holder is
@@ -625,11 +612,11 @@ func (r *Reconciler) sweep(ctx context.Context) error {
 // (Key.Name): the one shared by every profile, and the own budget of each
 // profile with such a check.
 func maxMaintenanceBudgetNames(profiles []pitstopv1alpha1.MaintenanceProfile) map[string]bool {
-	names := map[string]bool{allProfilesBudgetKey: true}
+	names := map[string]bool{check.AllProfilesBudget: true}
 	for _, p := range profiles {
-		for _, c := range p.Spec.Checks {
-			if c.MaxMaintenance != nil {
-				names[p.Name] = true
+		for _, inst := range p.Spec.Checks {
+			if b, ok := check.BudgetOf(p.Name, inst, &corev1.Node{}); ok && b.MaxMaintenance != nil {
+				names[b.Key.Name] = true
 			}
 		}
 	}
@@ -667,8 +654,7 @@ func (r *Reconciler) giveBack(ctx context.Context, b slotBudget, node string) {
 func maxMaintenanceBudgets(c *compiled, node *corev1.Node) []slotBudget {
 	var budgets []slotBudget
 	for _, inst := range c.spec.Spec.Checks {
-		if inst.MaxMaintenance != nil {
-			b, _ := budgetSlots(c, inst.Name, node, time.Time{})
+		if b, ok := budgetSlots(c, inst.Name, node, time.Time{}); ok && b.check != nil {
 			budgets = append(budgets, b)
 		}
 	}
@@ -687,7 +673,7 @@ func (r *Reconciler) wakeKeys(c *compiled, node *corev1.Node, state pitstopv1alp
 				continue
 			}
 			for _, inst := range c.spec.Spec.Checks {
-				if inst.Name == name && (inst.Affinity != nil || inst.NodeCount != nil || inst.ClusterSemver != nil || inst.AnyLabel != nil) {
+				if inst.Name == name && check.ReadsOf(inst) == check.ReadsFleet {
 					keys = append(keys, profileWakeKey(c.spec.Name))
 				}
 			}

@@ -94,7 +94,7 @@ func TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut(t *testing.T) {
 	leases := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
 	slots := &budget.Slots{Client: leases, Cache: leases, Namespace: "pitstop-system"}
 	for _, holder := range []string{letIn.Name, drained.Name} {
-		if _, ok, err := slots.Acquire(ctx, maxMaintenanceKey(profileName, m, ""), int(m.Max), holder, time.Now(), nil); err != nil || !ok {
+		if _, ok, err := slots.Acquire(ctx, check.MaxMaintenanceKey(profileName, m, ""), int(m.Max), holder, time.Now(), nil); err != nil || !ok {
 			t.Fatalf("taking a slot for %s: %v, %v", holder, ok, err)
 		}
 	}

@@ -73,32 +73,35 @@ func PluginName(inst pitstopv1alpha1.CheckInstance) string {
 	return ""
 }
 
-// plugin is one plugin field of a CheckInstance.
+// plugin is one plugin field of a CheckInstance: its name, whether it is
+// set, what its check reads and how to build it. A budget's slots are
+// BudgetOf's.
 type plugin struct {
 	name  string
 	set   bool
+	reads Reads
 	build func() (Check, error)
 }
 
 // plugins lists the plugin fields of inst in the API's order.
 func plugins(inst pitstopv1alpha1.CheckInstance, deps Deps) []plugin {
 	return []plugin{
-		{"hasLabel", inst.HasLabel != nil, func() (Check, error) { return newKeyValue(inst.HasLabel, labelOnNode) }},
-		{"hasAnnotation", inst.HasAnnotation != nil, func() (Check, error) { return newKeyValue(inst.HasAnnotation, annotationOnNode) }},
-		{"anyLabel", inst.AnyLabel != nil, func() (Check, error) { return newKeyValue(inst.AnyLabel, labelOnAnyNode) }},
-		{"condition", inst.Condition != nil, func() (Check, error) { return newCondition(inst.Condition) }},
-		{"maxMaintenance", inst.MaxMaintenance != nil, func() (Check, error) { return newMaxMaintenance(inst.MaxMaintenance) }},
-		{"stagger", inst.Stagger != nil, func() (Check, error) { return newStagger(inst.Stagger) }},
-		{"timeWindow", inst.TimeWindow != nil, func() (Check, error) { return newTimeWindow(inst.TimeWindow) }},
-		{"wait", inst.Wait != nil, func() (Check, error) { return newWait(inst.Wait) }},
-		{"waitExclude", inst.WaitExclude != nil, func() (Check, error) { return newWaitExclude(inst.WaitExclude) }},
-		{"clusterSemver", inst.ClusterSemver != nil, func() (Check, error) { return newClusterSemver(inst.ClusterSemver) }},
-		{"affinity", inst.Affinity != nil, func() (Check, error) { return newAffinity(inst.Affinity) }},
-		{"nodeCount", inst.NodeCount != nil, func() (Check, error) { return newNodeCount(inst.NodeCount) }},
-		{"prometheusInstant", inst.PrometheusInstant != nil, func() (Check, error) {
+		{"hasLabel", inst.HasLabel != nil, ReadsNode, func() (Check, error) { return newKeyValue(inst.HasLabel, labelOnNode) }},
+		{"hasAnnotation", inst.HasAnnotation != nil, ReadsNode, func() (Check, error) { return newKeyValue(inst.HasAnnotation, annotationOnNode) }},
+		{"anyLabel", inst.AnyLabel != nil, ReadsFleet, func() (Check, error) { return newKeyValue(inst.AnyLabel, labelOnAnyNode) }},
+		{"condition", inst.Condition != nil, ReadsNode, func() (Check, error) { return newCondition(inst.Condition) }},
+		{"maxMaintenance", inst.MaxMaintenance != nil, ReadsFleet, func() (Check, error) { return newMaxMaintenance(inst.MaxMaintenance) }},
+		{"stagger", inst.Stagger != nil, ReadsFleet, func() (Check, error) { return newStagger(inst.Stagger) }},
+		{"timeWindow", inst.TimeWindow != nil, ReadsClock, func() (Check, error) { return newTimeWindow(inst.TimeWindow) }},
+		{"wait", inst.Wait != nil, ReadsNode, func() (Check, error) { return newWait(inst.Wait) }},
+		{"waitExclude", inst.WaitExclude != nil, ReadsNode, func() (Check, error) { return newWaitExclude(inst.WaitExclude) }},
+		{"clusterSemver", inst.ClusterSemver != nil, ReadsFleet, func() (Check, error) { return newClusterSemver(inst.ClusterSemver) }},
+		{"affinity", inst.Affinity != nil, ReadsFleet, func() (Check, error) { return newAffinity(inst.Affinity) }},
+		{"nodeCount", inst.NodeCount != nil, ReadsFleet, func() (Check, error) { return newNodeCount(inst.NodeCount) }},
+		{"prometheusInstant", inst.PrometheusInstant != nil, ReadsNode, func() (Check, error) {
 			return newPrometheusInstant(inst.PrometheusInstant, deps)
 		}},
-		{"freeze", inst.Freeze != nil, func() (Check, error) { return newFreeze(inst.Freeze) }},
+		{"freeze", inst.Freeze != nil, ReadsClock, func() (Check, error) { return newFreeze(inst.Freeze) }},
 	}
 }
 

@@ -1,0 +1,81 @@
+package check
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+)
+
+// AllProfilesBudget is the name (budget.Key.Name) of the maxMaintenance
+// budget shared by every profile: a check that is not ProfileScoped counts
+// against it.
+const AllProfilesBudget = "all-profiles"
+
+// SlotBudget is the budget through which a budget check admits nodes into
+// maintenance: Size slot Leases under Key, one per node let in.
+type SlotBudget struct {
+	Key  budget.Key
+	Size int
+	// Lasts is how long a slot holds once taken, for a stagger. A
+	// maxMaintenance slot (Lasts 0) holds while its node is in maintenance.
+	Lasts time.Duration
+	// MaxMaintenance is the check's configuration when it is a
+	// maxMaintenance check.
+	MaxMaintenance *pitstopv1alpha1.MaxMaintenanceCheck
+}
+
+// BudgetOf returns the budget of inst, a check of profile, for node when
+// the check is a budget (maxMaintenance, stagger).
+func BudgetOf(profile string, inst pitstopv1alpha1.CheckInstance, node *corev1.Node) (SlotBudget, bool) {
+	switch {
+	case inst.MaxMaintenance != nil:
+		m := inst.MaxMaintenance
+		return SlotBudget{Key: MaxMaintenanceKey(profile, m, node.Labels[m.GroupBy]), Size: int(m.Max), MaxMaintenance: m}, true
+	case inst.Stagger != nil:
+		s := inst.Stagger
+		return SlotBudget{Key: budget.Key{Name: profile + "-stagger-" + inst.Name}, Size: int(max(s.Parallel, 1)), Lasts: s.Duration.Duration}, true
+	}
+	return SlotBudget{}, false
+}
+
+// MaxMaintenanceKey names the budget of profile's maxMaintenance check m
+// for nodes whose m.GroupBy label has the value group: one budget shared
+// by every profile unless ProfileScoped, one per group with GroupBy.
+func MaxMaintenanceKey(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) budget.Key {
+	key := budget.Key{Name: AllProfilesBudget}
+	if m.ProfileScoped {
+		key.Name = profile
+	}
+	if m.GroupBy != "" {
+		key.Group = m.GroupBy + "=" + group
+	}
+	return key
+}
+
+// Reads is what a check's answer depends on besides the node it is asked
+// about: when the engine must ask again, and whom a change wakes.
+type Reads int
+
+const (
+	// ReadsNode: the node itself, its pods, or outside services about it.
+	ReadsNode Reads = iota
+	// ReadsClock: the clock alone (timeWindow, freeze). The answer is the
+	// same for every node, and changes only at the time it says.
+	ReadsClock
+	// ReadsFleet: other nodes (their labels, states or count), so another
+	// node's move can change it.
+	ReadsFleet
+)
+
+// ReadsOf says what the check inst configures reads.
+func ReadsOf(inst pitstopv1alpha1.CheckInstance) Reads {
+	for _, p := range plugins(inst, Deps{}) {
+		if p.set {
+			return p.reads
+		}
+	}
+	return ReadsNode
+}
