@@ -152,6 +152,11 @@ func workloads() localcluster.Workloads {
 	return w
 }
 
+// maintenanceTime is how long a node of a rolling run stays in
+// maintenance: 2 s, 30 s in the long form, whose 20 leader kills must land
+// while nodes are still to go.
+func maintenanceTime() time.Duration { return pick(2*time.Second, 2*time.Second, 30*time.Second) }
+
 // workers is how many nodes a rolling run maintains.
 func workers() int {
 	return pick(4, 4, 8)
@@ -446,7 +451,7 @@ func rollingProfile() *pitstopv1alpha1.MaintenanceProfile {
 			Checks: []pitstopv1alpha1.CheckInstance{
 				{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: annotation}},
 				{Name: "budget", MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: budget}},
-				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: pitstopv1alpha1.Duration{Duration: 2 * time.Second}}},
+				{Name: "done", Wait: &pitstopv1alpha1.WaitCheck{Duration: pitstopv1alpha1.Duration{Duration: maintenanceTime()}}},
 			},
 			Triggers: []pitstopv1alpha1.TriggerInstance{
 				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{
