@@ -30,7 +30,8 @@ const (
 // object is gone) the profile's entry is dropped from the record and left
 // says so: its slots are given back after the write. The labels and
 // annotations the profile's triggers set stay as they are.
-func (r *Reconciler) leave(ctx context.Context, name string, node *corev1.Node, record *engine.Record, afterWrite *[]func()) (left bool, requeue time.Duration, err error) {
+func (r *Reconciler) leave(ctx context.Context, p *pass, name string) (left bool, requeue time.Duration, err error) {
+	node, record := p.node, &p.record
 	pr := record.Profiles[name]
 	nm := &pitstopv1alpha1.NodeMaintenance{}
 	err = r.client.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm)
@@ -60,7 +61,7 @@ func (r *Reconciler) leave(ctx context.Context, name string, node *corev1.Node, 
 	}
 	delete(record.Profiles, name)
 	r.forgetProfile(node.Name, name)
-	*afterWrite = append(*afterWrite, func() {
+	p.later(func() {
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventLeftProfile, "Leave",
 			"the node left profile %s, which no longer selects it, while %s: its drain (if any) undone and its budget slots given back; labels and annotations the profile's triggers set are left as they are", name, pr.Current)
 	})

@@ -5,17 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,121 +89,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{RequeueAfter: conflictRetry}, nil
 }
 
-// reconcileNode evaluates every profile of the node and writes the node
-// once, unless it changed since it was read (nodepatch.ErrStale).
-func (r *Reconciler) reconcileNode(ctx context.Context, node *corev1.Node) (ctrl.Result, error) {
-	record, err := engine.ReadRecord(node)
-	if err != nil {
-		// Never reset a record pitstop cannot read: the node may be in
-		// maintenance. Someone must fix or remove the annotation.
-		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventInvalidRecord, "Evaluate", "%v", err)
-		return ctrl.Result{}, nil
-	}
-	list := &pitstopv1alpha1.MaintenanceProfileList{}
-	if err := r.client.List(ctx, list); err != nil {
-		return ctrl.Result{}, err
-	}
-	now := r.clock.Now()
-	selected, specs, stranded := r.selected(list.Items, node)
-	record.Sync(selected, now)
-
-	want := node.DeepCopy()
-	view := &clusterView{ctx: ctx, reader: r.client, list: r.written.over(r.nodes), profiles: list.Items, records: r.records, slots: r.slots}
-	var requeue time.Duration
-	var releases, waitKeys, inLine []string
-	var afterWrite []func()
-	var waitingSince time.Time
-	moved := false
-	names := make([]string, 0, len(record.Profiles))
-	for name := range record.Profiles {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		c := specs[name]
-		if c == nil {
-			if err, ok := stranded[name]; ok {
-				r.strand(node, name, record.Profiles[name], err)
-				continue
-			}
-			left, after, err := r.leave(ctx, name, node, &record, &afterWrite)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if left {
-				releases = append(releases, name)
-				moved = true
-			}
-			requeue = shortest(requeue, after)
-			continue
-		}
-		before := record.Profiles[name].Current
-		var wait fleetWait
-		after, leaving, err := r.step(ctx, c, node, want, &record, view, now, &afterWrite, &wait)
-		if err != nil {
-			after = retryAfter(record.Profiles[name].Failures + 1)
-			attempt := record.Fail(name, err, now.Add(after))
-			r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventChangeFailed, "Transition",
-				"profile %s: %v; the node stays %s (attempt %d, next in %s)", name, err, record.Profiles[name].Current, attempt, after)
-		}
-		if leaving {
-			releases = append(releases, name)
-		}
-		if record.Profiles[name].Current != before {
-			moved = true
-		}
-		// Notifications of a state just entered wait for the next
-		// evaluation (a moment later), which says what blocks the node in
-		// its new state.
-		if record.Profiles[name].Current == before {
-			after = shortest(after, r.notifyDue(c, name, want, &record, now, &afterWrite))
-		}
-		if pr := record.Profiles[name]; pr.Current == before && wait.onFleet {
-			if keys := r.wakeKeys(c, node, before); len(keys) > 0 {
-				waitKeys = append(waitKeys, keys...)
-				inLine = append(inLine, wait.inLine...)
-				if waitingSince.IsZero() || pr.Since.Time.Before(waitingSince) {
-					waitingSince = pr.Since.Time
-				}
-				after = shortest(after, waiterRecheck)
-			}
-		}
-		requeue = shortest(requeue, after)
-	}
-
-	writeRecord(want, record)
-	if !equality.Semantic.DeepEqual(node, want) {
-		if err := r.writeNode(ctx, node, want); err != nil {
-			if errors.Is(err, nodepatch.ErrStale) {
-				return ctrl.Result{}, err
-			}
-			return ctrl.Result{}, fmt.Errorf("writing node %s: %w", node.Name, err)
-		}
-	}
-	for _, f := range afterWrite {
-		f()
-	}
-	r.waiters.set(node.Name, waitKeys, inLine, waitingSince, now)
-	// Slots are given back only once the node is recorded out of
-	// maintenance: giving them back first could let another node in while
-	// this one is still in.
-	for _, name := range releases {
-		if c := r.profiles.last(name); c != nil {
-			for _, b := range maxMaintenanceBudgets(c, want) {
-				r.giveBack(ctx, b, want.Name)
-			}
-		}
-	}
-	res := ctrl.Result{RequeueAfter: requeue, Priority: ptr.To(0)}
-	switch {
-	case record.HeldBy() != "":
-		res.Priority = ptr.To(pipelinePriority) // its slots wait for it
-	case moved:
-		res.Priority = ptr.To(followUpPriority)
-	}
-	return res, nil
-}
-
 // writeRecord puts the record and the state label on the node; a node no
 // profile selects carries neither.
 func writeRecord(node *corev1.Node, record engine.Record) {
@@ -255,14 +137,15 @@ func (r *Reconciler) selected(profiles []pitstopv1alpha1.MaintenanceProfile, nod
 }
 
 // step evaluates one profile for the node and, if a transition passes and
-// its triggers are done, records the move. leaving says the node left
-// maintenance for this profile (its slots are released after the write).
-//
-// wait says what the node waits for from the rest of the fleet when it
+// its triggers are done, records the move in the pass. It says whether the
+// node left maintenance for this profile (its slots are released after the
+// write), and what the node waits for from the rest of the fleet when it
 // stays; a node that was let in and waits for its own triggers (its drain)
 // is not waiting on the fleet and must not be woken in place of those that
 // are.
-func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.Node, record *engine.Record, view *clusterView, now time.Time, afterWrite *[]func(), wait *fleetWait) (time.Duration, bool, error) {
+func (r *Reconciler) step(ctx context.Context, p *pass, c *compiled) (stepped, error) {
+	node, want, record, view, now := p.node, p.want, &p.record, p.view, p.now
+	var wait fleetWait
 	name := c.spec.Name
 	pr := record.Profiles[name]
 	transitions := c.engine.Transitions[pr.Current]
@@ -279,12 +162,12 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 		if in.HeldElsewhere == "" {
 			wait.inLine = lineKeys(c, node, pr.Current, passed)
 		}
-		return requeue, false, nil
+		return stepped{after: requeue, wait: wait}, nil
 	}
 	if why := waitingToRetry(pr, now); why != "" {
 		d.Evaluations[d.Take].Blocked = why
 		remember()
-		return until(pr.RetryAt.Time, now), false, nil
+		return stepped{after: until(pr.RetryAt.Time, now), wait: wait}, nil
 	}
 	t := transitions[d.Take]
 	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
@@ -294,7 +177,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 			transitionFailures.WithLabelValues(name, "budget").Inc()
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
 			remember()
-			return 0, false, fmt.Errorf("taking a budget slot: %w", err)
+			return stepped{wait: wait}, fmt.Errorf("taking a budget slot: %w", err)
 		}
 		if !ok {
 			wait.onFleet = true
@@ -312,7 +195,7 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 			record.SetChecks(name, passed)
 			// Every slot is taken: the node is a waiter on the budget, and
 			// the node that gives a slot back wakes it.
-			return shortest(requeue, waiterRecheck), false, nil
+			return stepped{after: shortest(requeue, waiterRecheck), wait: wait}, nil
 		}
 	}
 	scratch := want.DeepCopy()
@@ -322,12 +205,12 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
 			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)
 			remember()
-			return 0, false, fmt.Errorf("trigger %s: %w", tn, err)
+			return stepped{wait: wait}, fmt.Errorf("trigger %s: %w", tn, err)
 		}
 		if !done {
 			d.Evaluations[d.Take].Blocked = status
 			remember()
-			return shortest(requeue, triggerRetry), false, nil // a watch wakes it sooner
+			return stepped{after: shortest(requeue, triggerRetry), wait: wait}, nil // a watch wakes it sooner
 		}
 	}
 	*want = *scratch
@@ -341,13 +224,13 @@ func (r *Reconciler) step(ctx context.Context, c *compiled, node, want *corev1.N
 	record.SetChecks(name, passedChecks(entered))
 	// Told only once the move is written: a write that loses a conflict
 	// is retried, and the move must be reported once.
-	*afterWrite = append(*afterWrite, func() {
+	p.later(func() {
 		transitionsTotal.WithLabelValues(name, string(pr.Current), string(t.Next)).Inc()
 		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, pitstopv1alpha1.EventChangedState, "Transition",
 			"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())
 	})
 	// The new state's time-based checks start counting now.
-	return conflictRetry, leaving, nil
+	return stepped{after: conflictRetry, leaving: leaving, wait: wait}, nil
 }
 
 // notifier sends rendered notifications in the background.
@@ -360,7 +243,8 @@ type notifier interface {
 // that are due, records them as sent (in the same write as the rest of the
 // record, so a restart does not send them again; they are queued only once
 // the write succeeded), and returns when the next one is due.
-func (r *Reconciler) notifyDue(c *compiled, name string, node *corev1.Node, record *engine.Record, now time.Time, afterWrite *[]func()) time.Duration {
+func (r *Reconciler) notifyDue(p *pass, c *compiled, name string) time.Duration {
+	node, record, now := p.want, &p.record, p.now
 	pr := record.Profiles[name]
 	var requeue time.Duration
 	for _, n := range c.notify[pr.Current] {
@@ -375,7 +259,7 @@ func (r *Reconciler) notifyDue(c *compiled, name string, node *corev1.Node, reco
 			Profile:  notify.Profiles{Current: name, Last: record.LastMoved()},
 			Blocking: r.Decisions(node.Name)[name].Blocking(), Checks: pr.Checks,
 		})
-		*afterWrite = append(*afterWrite, func() {
+		p.later(func() {
 			if err != nil {
 				r.notifier.Failed(node, msg, err)
 				return
