@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/demo"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/logging"
@@ -220,14 +221,14 @@ Press Ctrl-C to stop.
 
 	if o.rolling {
 		go func() {
-			if err := rollingDemo(ctx, c, out, 3, 4*time.Second); err != nil {
+			if err := demo.Rolling(ctx, c, out, 3, 4*time.Second); err != nil {
 				fmt.Fprintf(out, "rolling demo: %v\n", err)
 			}
 		}()
 	}
 	if o.machines {
 		go func() {
-			if err := machinesDemo(ctx, c, out, 3, 20*time.Second); err != nil && ctx.Err() == nil {
+			if err := demo.Machines(ctx, c, out, 3, 20*time.Second); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(out, "machines demo: %v\n", err)
 			}
 		}()

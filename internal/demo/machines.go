@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package demo
 
 import (
 	"context"
@@ -26,12 +26,12 @@ import (
 // machineDemoNamespace holds the demo's MachineSet and health check.
 const machineDemoNamespace = "machines"
 
-// machinesDemo shows the Machine API on the kwok provider: it scales a
+// Machines shows the Machine API on the kwok provider: it scales a
 // MachineSet from 0 to replicas, then stops the heartbeat of one machine's
 // node and lets a MachineHealthCheck replace the machine, printing each
 // step. timeout is how long the node must be unreachable before the health
 // check acts.
-func machinesDemo(ctx context.Context, c client.Client, out io.Writer, replicas int32, timeout time.Duration) error {
+func Machines(ctx context.Context, c client.Client, out io.Writer, replicas int32, timeout time.Duration) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: machineDemoNamespace}}); client.IgnoreAlreadyExists(err) != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package demo
 
 import (
 	"context"
@@ -22,10 +22,10 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 )
 
-// rollingDemo applies the sample rolling-reboot profile, marks the workers
+// Rolling applies the sample rolling-reboot profile, marks the workers
 // reboot-needed a few at a time, and prints the fleet's progress whenever
 // it changes, until ctx ends.
-func rollingDemo(ctx context.Context, c client.Client, out io.Writer, batch int, every time.Duration) error {
+func Rolling(ctx context.Context, c client.Client, out io.Writer, batch int, every time.Duration) error {
 	data, err := config.Sample("maintenanceprofile.yaml")
 	if err != nil {
 		return err
