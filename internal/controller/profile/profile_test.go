@@ -600,37 +600,8 @@ func TestANodeOnItsWayInUsesTheBudget(t *testing.T) {
 // pitstop_transition_failures_total. Once the policy is gone the transition
 // is taken.
 func TestFailingTriggerBacksOffAndIsReported(t *testing.T) {
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-refuser"},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"pitstop.dev"}, APIVersions: []string{"*"}, Resources: []string{"nodemaintenances"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.nodeName != 'refuser-0'", Message: "refuser-0 is frozen by policy"}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-refuser"},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy.Name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	testutil.Create(t, env.Client, policy)
-	testutil.Create(t, env.Client, binding)
+	binding := refuseMaintenancesOf(t, "refuser-0")
 	testutil.Create(t, env.Client, testutil.Node("refuser-0", testutil.WithLabels(map[string]string{"pool": "refuser"})))
-	// The API server applies a new policy after a moment.
-	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
-		probe := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "probe-refuser-0"}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "refuser-0"}}
-		if err := env.Client.Create(t.Context(), probe, client.DryRunAll); err == nil || !contains(err.Error(), "frozen by policy") {
-			return fmt.Errorf("the policy does not refuse yet: %v", err)
-		}
-		return nil
-	})
 
 	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
 	p := restoringProfile("refuser")
@@ -1374,3 +1345,83 @@ func (c *leaseSnapshot) List(_ context.Context, list client.ObjectList, opts ...
 type noLeases struct{ client.Reader }
 
 func (noLeases) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// refuseMaintenancesOf makes the API server refuse every NodeMaintenance
+// of node, through a ValidatingAdmissionPolicy, and returns its binding:
+// deleting it lifts the refusal.
+func refuseMaintenancesOf(t *testing.T, node string) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	t.Helper()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-" + node},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"pitstop.dev"}, APIVersions: []string{"*"}, Resources: []string{"nodemaintenances"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.nodeName != '" + node + "'", Message: node + " is frozen by policy"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "refuse-" + node},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	testutil.Create(t, env.Client, policy)
+	testutil.Create(t, env.Client, binding)
+	// The API server applies a new policy after a moment.
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		probe := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "probe-" + node}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node}}
+		if err := env.Client.Create(t.Context(), probe, client.DryRunAll); err == nil || !contains(err.Error(), "frozen by policy") {
+			return fmt.Errorf("the policy does not refuse yet: %v", err)
+		}
+		return nil
+	})
+	return binding
+}
+
+// TestOneProfilesFailureDoesNotHoldAnother: two profiles select a node. One
+// cannot drain it (the API server refuses its NodeMaintenance), and keeps
+// failing; the other moves the node on and its trigger's label is written
+// all the same, in the same pass.
+func TestOneProfilesFailureDoesNotHoldAnother(t *testing.T) {
+	refuseMaintenancesOf(t, "isolated-0")
+	testutil.Create(t, env.Client, testutil.Node("isolated-0", testutil.WithLabels(map[string]string{"pool": "isolated"})))
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	marks := &pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "isolated-marks"},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "isolated"}},
+			Checks:       []pitstopv1alpha1.CheckInstance{{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: "reboot-needed"}}},
+			Triggers: []pitstopv1alpha1.TriggerInstance{{Name: "mark", AlterLabel: &pitstopv1alpha1.AlterTrigger{
+				Key: "isolation.example.com/marked", Value: ptr.To("yes"),
+			}}},
+			States: pitstopv1alpha1.StatesSpec{Operational: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+				{Check: "wanted", Triggers: []string{"mark"}, Next: pitstopv1alpha1.StateMaintenanceRequired},
+			}}},
+		},
+	}
+	testutil.Create(t, env.Client, restoringProfile("isolated"), marks)
+	annotateNode(t, "isolated-0", "reboot-needed", `"true"`)
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		node := testutil.GetNode(t, env.Client, "isolated-0")
+		rec, err := engine.ReadRecord(node)
+		if err != nil {
+			return err
+		}
+		if f := rec.Profiles["isolated"].Failures; f < 2 {
+			return fmt.Errorf("the refused drain has failed %d times", f)
+		}
+		if got := rec.Profiles["isolated-marks"].Current; got != pitstopv1alpha1.StateMaintenanceRequired {
+			return fmt.Errorf("the other profile has the node %s", got)
+		}
+		if got := node.Labels["isolation.example.com/marked"]; got != "yes" {
+			return fmt.Errorf("the other profile's label is %q", got)
+		}
+		return nil
+	})
+}
