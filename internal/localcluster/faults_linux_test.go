@@ -114,7 +114,7 @@ func TestComponentsStopAndStartAgain(t *testing.T) {
 	if err := syscall.Kill(scheduler, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	timed(t, "stopping kwok under supervision", func() error { return c.StopComponent("kwok") })
+	timed(t, "stopping the controller manager under supervision", func() error { return c.StopComponent("kube-controller-manager") })
 	awaitCondition(t, 15*time.Second, func() error {
 		if n := c.Restarts()["kube-scheduler"]; n != 1 || c.pidOf(t, "kube-scheduler") == scheduler {
 			return fmt.Errorf("kube-scheduler killed from outside: restarted %d times, want 1 with a new pid", n)
@@ -122,10 +122,10 @@ func TestComponentsStopAndStartAgain(t *testing.T) {
 		return nil
 	})
 	time.Sleep(2 * time.Second)
-	if n := c.Restarts()["kwok"]; n != 0 {
-		t.Fatalf("kwok, stopped on purpose, was started again %d times", n)
+	if n := c.Restarts()["kube-controller-manager"]; n != 0 {
+		t.Fatalf("the controller manager, stopped on purpose, was started again %d times", n)
 	}
-	timed(t, "starting kwok under supervision", func() error { return c.StartComponent(ctx, "kwok") })
+	timed(t, "starting the controller manager under supervision", func() error { return c.StartComponent(ctx, "kube-controller-manager") })
 	createPod(t, c, ns.Name, "after-crash")
 	awaitPodsRunning(t, c, ns.Name, "after-crash")
 
