@@ -109,16 +109,6 @@ func GetNode(t testing.TB, c client.Client, name string) *corev1.Node {
 	return n
 }
 
-// HasTaint reports whether the node carries a taint with the key.
-func HasTaint(n *corev1.Node, key string) bool {
-	for _, taint := range n.Spec.Taints {
-		if taint.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 // PodsOn lists the names of the pods of a namespace bound to a node.
 func PodsOn(t testing.TB, c client.Client, ns, node string) []string {
 	t.Helper()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/install"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -168,7 +169,7 @@ func node(t *testing.T, name string) *corev1.Node {
 	return testutil.GetNode(t, env.Client, name)
 }
 
-func hasTaint(n *corev1.Node, key string) bool { return testutil.HasTaint(n, key) }
+func hasTaint(n *corev1.Node, key string) bool { return nodeview.HasTaint(n, key) }
 
 func podsOn(t *testing.T, ns, nodeName string) []string {
 	return testutil.PodsOn(t, env.Client, ns, nodeName)

@@ -18,6 +18,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -283,7 +284,7 @@ func awaitLeft(t *testing.T, profile, node string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		n := testutil.GetNode(t, env.Client, node)
-		if n.Spec.Unschedulable || testutil.HasTaint(n, pitstopv1alpha1.TaintDrain) {
+		if n.Spec.Unschedulable || nodeview.HasTaint(n, pitstopv1alpha1.TaintDrain) {
 			return fmt.Errorf("%s not restored: unschedulable %v, taints %v", node, n.Spec.Unschedulable, n.Spec.Taints)
 		}
 		record, err := engine.ReadRecord(n)

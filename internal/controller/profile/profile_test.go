@@ -29,6 +29,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -282,7 +283,7 @@ func TestANodeLeavesMaintenanceOnceItIsRestored(t *testing.T) {
 
 	annotate("null")
 	awaitState(pitstopv1alpha1.StateOperational)
-	if n := testutil.GetNode(t, env.Client, "restorer-0"); n.Spec.Unschedulable || testutil.HasTaint(n, pitstopv1alpha1.TaintDrain) {
+	if n := testutil.GetNode(t, env.Client, "restorer-0"); n.Spec.Unschedulable || nodeview.HasTaint(n, pitstopv1alpha1.TaintDrain) {
 		t.Errorf("out of maintenance but not restored: unschedulable %v, taints %v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
 	going := &pitstopv1alpha1.NodeMaintenance{}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -122,7 +123,7 @@ func checkStartup(m *machinev1beta1.Machine, timeout time.Duration, now time.Tim
 func checkConditions(node *corev1.Node, unhealthyConditions []machinev1beta1.UnhealthyCondition, now time.Time) health {
 	var next time.Duration
 	for _, uc := range unhealthyConditions {
-		c := nodeCondition(node, uc.Type)
+		c := nodeview.Condition(node, uc.Type)
 		if c == nil || c.Status != uc.Status {
 			continue
 		}
@@ -136,15 +137,6 @@ func checkConditions(node *corev1.Node, unhealthyConditions []machinev1beta1.Unh
 		}
 	}
 	return health{nextCheck: next, failing: next > 0}
-}
-
-func nodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == t {
-			return &node.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // nodeName is the name of the Machine's node, or "" when it has none yet.

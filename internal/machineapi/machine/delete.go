@@ -22,6 +22,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
 // controlPlaneDrain is the budget of one that control-plane machines'
@@ -204,12 +205,8 @@ func (r *Reconciler) maintenanceOf(ctx context.Context, m *machinev1beta1.Machin
 // isUnreachable says whether the node's kubelet stopped reporting: its
 // Ready condition is Unknown.
 func isUnreachable(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionUnknown
-		}
-	}
-	return false
+	c := nodeview.Condition(node, corev1.NodeReady)
+	return c != nil && c.Status == corev1.ConditionUnknown
 }
 
 // podsLeftToEvict counts the pods on the node that the drain still has to

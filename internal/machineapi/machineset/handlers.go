@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
 type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -160,10 +161,8 @@ type readiness struct {
 }
 
 func readyOf(node *corev1.Node) readiness {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return readiness{c.Status, c.LastTransitionTime.Unix()}
-		}
+	if c := nodeview.Condition(node, corev1.NodeReady); c != nil {
+		return readiness{c.Status, c.LastTransitionTime.Unix()}
 	}
 	return readiness{}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
@@ -61,10 +62,8 @@ func readyCondition(m *machinev1beta1.Machine, nodes map[string]*corev1.Node) *c
 	if node == nil {
 		return nil
 	}
-	for i := range node.Status.Conditions {
-		if c := &node.Status.Conditions[i]; c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return c
-		}
+	if c := nodeview.Condition(node, corev1.NodeReady); c != nil && c.Status == corev1.ConditionTrue {
+		return c
 	}
 	return nil
 }
