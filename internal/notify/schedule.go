@@ -5,7 +5,7 @@ import (
 	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/timewindow"
 )
 
 // schedule decides when a notification is due for a node in a state.
@@ -29,15 +29,15 @@ func newSchedule(s pitstopv1alpha1.NotificationSchedule) (schedule, error) {
 		}
 		return periodic{interval: s.Periodic.Interval.Duration}, nil
 	case s.Scheduled != nil:
-		at, err := check.ParseClock("scheduled.at", s.Scheduled.At)
+		at, err := timewindow.ParseClock("scheduled.at", s.Scheduled.At)
 		if err != nil {
 			return nil, err
 		}
-		days, err := check.ParseWeekdays("scheduled.weekdays", s.Scheduled.Weekdays)
+		days, err := timewindow.ParseWeekdays("scheduled.weekdays", s.Scheduled.Weekdays)
 		if err != nil {
 			return nil, err
 		}
-		loc, err := check.LoadLocation("scheduled.timeZone", s.Scheduled.TimeZone)
+		loc, err := timewindow.LoadLocation("scheduled.timeZone", s.Scheduled.TimeZone)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func (p periodic) due(state pitstopv1alpha1.MaintenanceState, since, lastSent, n
 // in the state at that time.
 type scheduled struct {
 	minute   int
-	weekdays map[time.Weekday]bool // empty: every day
+	weekdays timewindow.Weekdays // empty: every day
 	loc      *time.Location
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/timewindow"
 )
 
 // wait passes once the node has been in its current state (since Since)
@@ -53,7 +54,7 @@ func stateName(c Context) string {
 // time, so a day with a daylight saving change counts 23h or 25h.
 type waitExclude struct {
 	duration time.Duration
-	exclude  map[time.Weekday]bool
+	exclude  timewindow.Weekdays
 	loc      *time.Location
 	desc     string
 }
@@ -62,18 +63,18 @@ func newWaitExclude(cfg *pitstopv1alpha1.WaitExcludeCheck) (Check, error) {
 	if err := positive("duration", cfg.Duration.Duration); err != nil {
 		return nil, err
 	}
-	exclude, err := ParseWeekdays("exclude", cfg.Exclude)
+	exclude, err := timewindow.ParseWeekdays("exclude", cfg.Exclude)
 	if err != nil {
 		return nil, err
 	}
 	if len(exclude) == 7 {
 		return nil, errors.New("exclude: every weekday is excluded, so the wait would never end")
 	}
-	loc, err := LoadLocation("timeZone", cfg.TimeZone)
+	loc, err := timewindow.LoadLocation("timeZone", cfg.TimeZone)
 	if err != nil {
 		return nil, err
 	}
-	desc := fmt.Sprintf("not counting %s (%s)", weekdayList(exclude), loc)
+	desc := fmt.Sprintf("not counting %s (%s)", exclude, loc)
 	return &waitExclude{duration: cfg.Duration.Duration, exclude: exclude, loc: loc, desc: desc}, nil
 }
 
@@ -103,12 +104,12 @@ func (w *waitExclude) Evaluate(_ context.Context, c Context) (Result, error) {
 func (w *waitExclude) counted(from, to time.Time) time.Duration {
 	var counted time.Duration
 	for t := from; t.Before(to) && counted < w.duration; {
-		day := dateOf(t.In(w.loc))
-		end := day.add(1).at(0, w.loc)
+		day := timewindow.DateOf(t.In(w.loc))
+		end := day.Add(1).At(0, w.loc)
 		if end.After(to) {
 			end = to
 		}
-		if !w.exclude[day.weekday()] {
+		if !w.exclude[day.Weekday()] {
 			counted += end.Sub(t)
 		}
 		t = end
@@ -120,9 +121,9 @@ func (w *waitExclude) counted(from, to time.Time) time.Duration {
 func (w *waitExclude) due(from time.Time, remaining time.Duration) time.Time {
 	t := from
 	for {
-		day := dateOf(t.In(w.loc))
-		midnight := day.add(1).at(0, w.loc)
-		if !w.exclude[day.weekday()] {
+		day := timewindow.DateOf(t.In(w.loc))
+		midnight := day.Add(1).At(0, w.loc)
+		if !w.exclude[day.Weekday()] {
 			left := midnight.Sub(t)
 			if remaining <= left {
 				return t.Add(remaining)
