@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
@@ -60,7 +60,7 @@ kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,
 			// No Secrets: explain runs with its user's access, and pitstop's
 			// Secrets are for the manager to send, not to be read onto the
 			// machine explain runs on.
-			ev := profile.NewEvaluator(c, check.Deps{Prometheus: check.NewPrometheusClient()})
+			ev := fleet.NewEvaluator(c, check.Deps{Prometheus: check.NewPrometheusClient()})
 			var report interface{ WriteText(io.Writer) error }
 			if args[0] == "node" {
 				report, err = explain.Node(cmd.Context(), c, c, ev, args[1], time.Now())

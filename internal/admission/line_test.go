@@ -1,4 +1,4 @@
-package profile
+package admission
 
 import (
 	"slices"
@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/engine"
 )
 
 // TestOnlyANodeWaitingForNothingButABudgetIsInLine: a node stands in line
@@ -36,10 +36,11 @@ func TestOnlyANodeWaitingForNothingButABudgetIsInLine(t *testing.T) {
 			},
 		},
 	}
-	c, err := compile(p, check.Deps{})
+	ep, err := engine.Compile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := Profile{Spec: p, Transitions: ep.Transitions}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"zone": "a"}}}
 	const zone, fleet = "budget/line/zone=a", "budget/all-profiles/"
 	for _, tc := range []struct {
@@ -55,7 +56,7 @@ func TestOnlyANodeWaitingForNothingButABudgetIsInLine(t *testing.T) {
 		{"into maintenance-required only", pitstopv1alpha1.StateOperational, map[string]bool{"wanted": true, "fleet": false}, nil},
 		{"in maintenance", pitstopv1alpha1.StateInMaintenance, map[string]bool{"wanted": false, "budget": false}, nil},
 	} {
-		if got := lineKeys(c, node, tc.state, tc.passed); !slices.Equal(got, tc.want) {
+		if got := LineKeys(c, node, tc.state, tc.passed); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: in line for %v, want %v", tc.name, got, tc.want)
 		}
 	}

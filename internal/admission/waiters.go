@@ -1,4 +1,4 @@
-package profile
+package admission
 
 import (
 	"sort"
@@ -63,15 +63,15 @@ const handedOverFor = 15 * time.Second
 // oldest takes the slot; the next is there in case the oldest cannot.
 const wakeBatch = 2
 
-// waiterRecheck bounds how long a waiter sleeps when nothing wakes it
+// WaiterRecheck bounds how long a waiter sleeps when nothing wakes it
 // (a slot freed by a node that disappeared, say).
-const waiterRecheck = 30 * time.Second
+const WaiterRecheck = 30 * time.Second
 
 // lineFresh is how long a node stays in line without being evaluated
-// again: a node in line is evaluated at least every waiterRecheck, so one
+// again: a node in line is evaluated at least every WaiterRecheck, so one
 // not seen for longer (its evaluations fail, or it was woken and is queued
 // behind a busy engine) no longer holds the nodes behind it back.
-const lineFresh = 3 * waiterRecheck
+const lineFresh = 3 * WaiterRecheck
 
 func newWaiters() *waiters {
 	return &waiters{byKey: map[string]map[string]*waiter{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}, claimed: map[string]time.Time{}}

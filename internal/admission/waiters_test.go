@@ -1,4 +1,4 @@
-package profile
+package admission
 
 import (
 	"slices"

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -179,7 +179,7 @@ func TestAPI(t *testing.T) {
 		// The dashboard answers from the manager's cache, which may show the
 		// nodes' last writes a moment after the API server does.
 		var f dashboard.Fleet
-		var zones *profile.ProfileView
+		var zones *fleet.ProfileView
 		want := map[string]pitstopv1alpha1.MaintenanceState{"zones-a1": "maintenance-required", "zones-a2": "operational", "zones-b1": "in-maintenance"}
 		testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
 			f, zones = dashboard.Fleet{}, nil
@@ -201,7 +201,7 @@ func TestAPI(t *testing.T) {
 			}
 			return nil
 		})
-		wantBudgets := []profile.Budget{
+		wantBudgets := []fleet.Budget{
 			{Check: "budget", ProfileScoped: true, GroupBy: "zone", Group: "a", Used: 0, Allowed: 1},
 			{Check: "budget", ProfileScoped: true, GroupBy: "zone", Group: "b", Used: 1, Allowed: 1},
 		}
@@ -253,7 +253,7 @@ func TestAPI(t *testing.T) {
 
 		var got explain.NodeReport
 		getJSON(t, base+"/api/v1/nodes/zones-a1", &got)
-		want, err := explain.Node(t.Context(), env.Client, env.Client, profile.NewEvaluator(env.Client, check.Deps{}), "zones-a1", time.Now())
+		want, err := explain.Node(t.Context(), env.Client, env.Client, fleet.NewEvaluator(env.Client, check.Deps{}), "zones-a1", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
 
 // assets are the pages, the script and the style sheet: plain files, no
@@ -26,14 +26,14 @@ var assets embed.FS
 type Handler struct {
 	reader    client.Reader
 	events    client.Reader
-	evaluator *profile.Evaluator
+	evaluator *fleet.Evaluator
 	mux       *http.ServeMux
 }
 
 // Fleet is the answer of GET /api/v1/fleet.
 type Fleet struct {
 	Generated time.Time `json:"generated"`
-	*profile.FleetView
+	*fleet.Overview
 	// Maintenances are the NodeMaintenances that exist: drains under way,
 	// done, or restoring their node; by node.
 	Maintenances []NodeMaintenance `json:"maintenances"`
@@ -53,8 +53,8 @@ type apiError struct {
 // NewHandler reads objects from reader (the manager's cache), Events from
 // events (the API server), and each node's evaluations from evaluator:
 // in the manager, the profile engine's last decisions
-// (profile.Reconciler.Evaluator), so that no request runs a check.
-func NewHandler(reader, events client.Reader, evaluator *profile.Evaluator) *Handler {
+// (fleet.ServedEvaluator), so that no request runs a check.
+func NewHandler(reader, events client.Reader, evaluator *fleet.Evaluator) *Handler {
 	h := &Handler{reader: reader, events: events, evaluator: evaluator, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/v1/fleet", h.fleet)
 	h.mux.HandleFunc("GET /api/v1/nodes/{name}", h.node)
@@ -85,7 +85,7 @@ func page(name string) http.HandlerFunc {
 
 func (h *Handler) fleet(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	view, err := h.evaluator.FleetView(r.Context(), now)
+	view, err := h.evaluator.Overview(r.Context(), now)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -95,7 +95,7 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	f := Fleet{Generated: now, FleetView: view, Maintenances: make([]NodeMaintenance, 0, len(nms.Items))}
+	f := Fleet{Generated: now, Overview: view, Maintenances: make([]NodeMaintenance, 0, len(nms.Items))}
 	for i := range nms.Items {
 		f.Maintenances = append(f.Maintenances, NodeMaintenance{Node: nms.Items[i].Spec.NodeName, Maintenance: explain.MaintenanceOf(&nms.Items[i])})
 	}

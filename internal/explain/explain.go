@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/profile"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
 
 // NodeReport is everything that explains a node's maintenance.
@@ -27,11 +27,11 @@ type NodeReport struct {
 	Node      string    `json:"node"`
 	Generated time.Time `json:"generated"`
 	// State is the node's most severe state over its profiles.
-	State       string               `json:"state"`
-	Cordoned    bool                 `json:"cordoned"`
-	Profiles    []profile.Evaluation `json:"profiles"`
-	Maintenance []Maintenance        `json:"maintenances,omitempty"`
-	Events      []Event              `json:"events,omitempty"`
+	State       string             `json:"state"`
+	Cordoned    bool               `json:"cordoned"`
+	Profiles    []fleet.Evaluation `json:"profiles"`
+	Maintenance []Maintenance      `json:"maintenances,omitempty"`
+	Events      []Event            `json:"events,omitempty"`
 	// EventsError says why Events could not be read (RBAC, say).
 	EventsError string `json:"eventsError,omitempty"`
 	// NextChange is the earliest time a check's answer can change by
@@ -71,7 +71,7 @@ const maxEvents = 10
 // events, which must read the API server: Events are listed with a field
 // selector on the node, which a cache would serve only by holding every
 // Event of the cluster.
-func Node(ctx context.Context, reader, events client.Reader, ev *profile.Evaluator, name string, now time.Time) (*NodeReport, error) {
+func Node(ctx context.Context, reader, events client.Reader, ev *fleet.Evaluator, name string, now time.Time) (*NodeReport, error) {
 	node := &corev1.Node{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return nil, fmt.Errorf("node %s: %w", name, err)

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/profile"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
 
 // ProfileReport explains a profile: whether it runs, where its nodes are,
@@ -38,7 +38,7 @@ type NodeLine struct {
 }
 
 // Profile builds the report of one profile.
-func Profile(ctx context.Context, reader client.Reader, ev *profile.Evaluator, name string, now time.Time) (*ProfileReport, error) {
+func Profile(ctx context.Context, reader client.Reader, ev *fleet.Evaluator, name string, now time.Time) (*ProfileReport, error) {
 	p := &pitstopv1alpha1.MaintenanceProfile{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
 		return nil, fmt.Errorf("MaintenanceProfile %s: %w", name, err)
@@ -81,7 +81,7 @@ func Profile(ctx context.Context, reader client.Reader, ev *profile.Evaluator, n
 }
 
 // why is the first thing keeping a node where it is.
-func why(e profile.Evaluation) string {
+func why(e fleet.Evaluation) string {
 	if e.Error != "" {
 		return e.Error
 	}

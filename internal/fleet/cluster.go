@@ -1,4 +1,4 @@
-package profile
+package fleet
 
 import (
 	"context"
@@ -12,19 +12,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
-// clusterView is the read-only view of the cluster checks get, read from
+// Cluster is the read-only view of the cluster checks get, read from
 // the manager's cache once per reconcile and only when a check asks. The
 // nodes are the cache's own objects, not copies: nothing here changes them.
-type clusterView struct {
+type Cluster struct {
 	ctx      context.Context
 	reader   client.Reader
 	profiles []pitstopv1alpha1.MaintenanceProfile
-	records  *recordCache
+	records  *Records
 	// slots reads the budgets' slot Leases from the cache; nil knows of
 	// no slots.
 	slots *budget.Slots
@@ -32,12 +33,12 @@ type clusterView struct {
 	// explain` reads them from the API server, once per view.
 	holders map[budget.Key][]string
 	// list reads the nodes; nil lists them through reader.
-	list   nodeLister
+	list   NodeLister
 	nodes  []*corev1.Node
 	loaded bool
 	// lines are the nodes in line for each budget, found once per view
 	// (Evaluator.lines).
-	lines map[string][]lineEntry
+	lines admission.Lines
 	// selectors are the profiles' node selectors, parsed once per view.
 	selectors map[string]func(*corev1.Node) bool
 	// occupiedCached is every node under maintenance as the cache shows
@@ -45,8 +46,16 @@ type clusterView struct {
 	occupiedCached map[string]bool
 }
 
+// NewCluster is the cluster as reader (the manager's cache) shows it:
+// nodes listed by list (nil lists them through reader), the profiles,
+// nodes' records decoded once per version by records, and the budgets'
+// slots read through slots (nil knows of none).
+func NewCluster(ctx context.Context, reader client.Reader, list NodeLister, profiles []pitstopv1alpha1.MaintenanceProfile, records *Records, slots *budget.Slots) *Cluster {
+	return &Cluster{ctx: ctx, reader: reader, list: list, profiles: profiles, records: records, slots: slots}
+}
+
 // selects says whether the profile applies to the node.
-func (v *clusterView) selects(p *pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) bool {
+func (v *Cluster) selects(p *pitstopv1alpha1.MaintenanceProfile, node *corev1.Node) bool {
 	f, ok := v.selectors[p.Name]
 	if !ok {
 		f, _ = engine.Selector(p) // nil for a selector that does not parse: selects nothing
@@ -58,14 +67,14 @@ func (v *clusterView) selects(p *pitstopv1alpha1.MaintenanceProfile, node *corev
 	return f != nil && f(node)
 }
 
-func (v *clusterView) load() {
+func (v *Cluster) load() {
 	if v.loaded {
 		return
 	}
 	v.loaded = true
 	list := v.list
 	if list == nil {
-		list = listNodes(v.reader)
+		list = ListNodes(v.reader)
 	}
 	if nodes, err := list(v.ctx); err == nil {
 		v.nodes = nodes
@@ -73,33 +82,33 @@ func (v *clusterView) load() {
 	}
 }
 
-// nodeLister reads every node, the cache's own objects: read them, never
+// NodeLister reads every node, the cache's own objects: read them, never
 // change them.
-type nodeLister func(context.Context) ([]*corev1.Node, error)
+type NodeLister func(context.Context) ([]*corev1.Node, error)
 
-// listNodes lists the nodes through a reader of the manager's cache.
-func listNodes(reader client.Reader) nodeLister {
+// ListNodes lists the nodes through a reader of the manager's cache.
+func ListNodes(reader client.Reader) NodeLister {
 	return func(ctx context.Context) ([]*corev1.Node, error) {
 		list := &corev1.NodeList{}
 		if err := reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, err
 		}
-		return pointers(list.Items), nil
+		return Pointers(list.Items), nil
 	}
 }
 
-// informerNodes reads the nodes straight from the informer's store: a
+// InformerNodes reads the nodes straight from the informer's store: a
 // list through the cache copies every node into a new array (about a
 // megabyte at 1,000 nodes), and each of the engine's concurrent
 // evaluations, waiting on the API server, would hold one.
-func informerNodes(c cache.Cache) (nodeLister, error) {
+func InformerNodes(c cache.Cache) (NodeLister, error) {
 	informer, err := c.GetInformer(context.Background(), &corev1.Node{})
 	if err != nil {
 		return nil, err
 	}
 	store, ok := informer.(toolscache.SharedIndexInformer)
 	if !ok {
-		return listNodes(c), nil
+		return ListNodes(c), nil
 	}
 	return func(context.Context) ([]*corev1.Node, error) {
 		items := store.GetStore().List()
@@ -113,7 +122,7 @@ func informerNodes(c cache.Cache) (nodeLister, error) {
 	}, nil
 }
 
-func pointers(nodes []corev1.Node) []*corev1.Node {
+func Pointers(nodes []corev1.Node) []*corev1.Node {
 	out := make([]*corev1.Node, len(nodes))
 	for i := range nodes {
 		out[i] = &nodes[i]
@@ -121,11 +130,11 @@ func pointers(nodes []corev1.Node) []*corev1.Node {
 	return out
 }
 
-// recordCache keeps each node's decoded record for the node's current
+// Records keeps each node's decoded record for the node's current
 // version, so that checks counting over the fleet decode a node once per
 // change rather than once per evaluation of every other node. Records
 // handed out are shared: read them, never change them.
-type recordCache struct {
+type Records struct {
 	mu     sync.Mutex
 	byNode map[string]cachedRecord
 }
@@ -136,9 +145,9 @@ type cachedRecord struct {
 	err     error
 }
 
-func newRecordCache() *recordCache { return &recordCache{byNode: map[string]cachedRecord{}} }
+func NewRecords() *Records { return &Records{byNode: map[string]cachedRecord{}} }
 
-func (c *recordCache) read(n *corev1.Node) (engine.Record, error) {
+func (c *Records) Read(n *corev1.Node) (engine.Record, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byNode[n.Name]; ok && n.ResourceVersion != "" && e.version == n.ResourceVersion {
@@ -151,7 +160,7 @@ func (c *recordCache) read(n *corev1.Node) (engine.Record, error) {
 
 // prune forgets nodes that are gone, once they are a good share of the
 // entries.
-func (c *recordCache) prune(nodes []*corev1.Node) {
+func (c *Records) prune(nodes []*corev1.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.byNode) <= 2*len(nodes)+16 {
@@ -169,14 +178,14 @@ func (c *recordCache) prune(nodes []*corev1.Node) {
 }
 
 // Nodes returns every node.
-func (v *clusterView) Nodes() []*corev1.Node {
+func (v *Cluster) Nodes() []*corev1.Node {
 	v.load()
 	return v.nodes
 }
 
 // ProfileNodes returns the nodes the profile selects, shared with the
 // view: read them, never change them.
-func (v *clusterView) ProfileNodes(profile string) []*corev1.Node {
+func (v *Cluster) ProfileNodes(profile string) []*corev1.Node {
 	v.load()
 	var p *pitstopv1alpha1.MaintenanceProfile
 	for i := range v.profiles {
@@ -197,8 +206,8 @@ func (v *clusterView) ProfileNodes(profile string) []*corev1.Node {
 }
 
 // StateOf reads a node's state in a profile from its record.
-func (v *clusterView) StateOf(node *corev1.Node, profile string) (pitstopv1alpha1.MaintenanceState, bool) {
-	rec, err := v.records.read(node)
+func (v *Cluster) StateOf(node *corev1.Node, profile string) (pitstopv1alpha1.MaintenanceState, bool) {
+	rec, err := v.records.Read(node)
 	if err != nil {
 		return "", false
 	}
@@ -206,7 +215,7 @@ func (v *clusterView) StateOf(node *corev1.Node, profile string) (pitstopv1alpha
 }
 
 // PodsOn lists the pods bound to a node (through the cache's index).
-func (v *clusterView) PodsOn(node string) []corev1.Pod {
+func (v *Cluster) PodsOn(node string) []corev1.Pod {
 	list := &corev1.PodList{}
 	if err := v.reader.List(v.ctx, list, client.MatchingFields{"spec.nodeName": node}); err != nil {
 		return nil
@@ -216,7 +225,7 @@ func (v *clusterView) PodsOn(node string) []corev1.Pod {
 
 // SlotHolders names the nodes holding slots of a maxMaintenance budget,
 // from the cache.
-func (v *clusterView) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
+func (v *Cluster) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
 	key := check.MaxMaintenanceKey(profile, m, group)
 	if h, ok := v.holders[key]; ok {
 		return h
@@ -230,11 +239,11 @@ func (v *clusterView) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintena
 
 // EnteredMaintenance lists when the profile's nodes entered maintenance,
 // for the stagger check.
-func (v *clusterView) EnteredMaintenance(profile string) []time.Time {
+func (v *Cluster) EnteredMaintenance(profile string) []time.Time {
 	v.load()
 	var out []time.Time
 	for _, n := range v.nodes {
-		rec, err := v.records.read(n)
+		rec, err := v.records.Read(n)
 		if err != nil {
 			continue
 		}

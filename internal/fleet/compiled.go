@@ -1,10 +1,11 @@
-package profile
+package fleet
 
 import (
 	"fmt"
 	"sync"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -13,18 +14,23 @@ import (
 
 // compiled is a profile ready to run: its transitions, checks and triggers
 // built from one generation of its spec.
-type compiled struct {
-	spec     *pitstopv1alpha1.MaintenanceProfile
-	engine   *engine.Profile
-	checks   map[string]check.Check
-	plugins  map[string]string // check name → plugin name, for metrics
-	triggers map[string]trigger.Trigger
-	// notify are the notifications of each state, in the order listed.
-	notify map[pitstopv1alpha1.MaintenanceState][]*notify.Notification
+type Compiled struct {
+	Spec     *pitstopv1alpha1.MaintenanceProfile
+	Engine   *engine.Profile
+	Checks   map[string]check.Check
+	Plugins  map[string]string // check name → plugin name, for metrics
+	Triggers map[string]trigger.Trigger
+	// Notify are the notifications of each state, in the order listed.
+	Notify map[pitstopv1alpha1.MaintenanceState][]*notify.Notification
+}
+
+// admission is what admission reads of the profile.
+func (c *Compiled) Admission() admission.Profile {
+	return admission.Profile{Spec: c.Spec, Transitions: c.Engine.Transitions}
 }
 
 // compile builds a profile, reporting every problem with its field path.
-func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled, error) {
+func Compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*Compiled, error) {
 	if errs := p.Spec.DurationErrors(); len(errs) > 0 {
 		return nil, fmt.Errorf("MaintenanceProfile %s: %w", p.Name, errs.ToAggregate())
 	}
@@ -32,21 +38,21 @@ func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled,
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{spec: p.DeepCopy(), engine: ep, checks: map[string]check.Check{}, plugins: map[string]string{}, triggers: map[string]trigger.Trigger{}}
+	c := &Compiled{Spec: p.DeepCopy(), Engine: ep, Checks: map[string]check.Check{}, Plugins: map[string]string{}, Triggers: map[string]trigger.Trigger{}}
 	for i, inst := range p.Spec.Checks {
 		ch, err := check.New(inst, deps)
 		if err != nil {
 			return nil, fmt.Errorf("MaintenanceProfile %s: spec.checks[%d] (%s): %w", p.Name, i, inst.Name, err)
 		}
-		c.checks[inst.Name] = ch
-		c.plugins[inst.Name] = check.PluginName(inst)
+		c.Checks[inst.Name] = ch
+		c.Plugins[inst.Name] = check.PluginName(inst)
 	}
 	for i, inst := range p.Spec.Triggers {
 		tr, err := trigger.New(inst)
 		if err != nil {
 			return nil, fmt.Errorf("MaintenanceProfile %s: spec.triggers[%d] (%s): %w", p.Name, i, inst.Name, err)
 		}
-		c.triggers[inst.Name] = tr
+		c.Triggers[inst.Name] = tr
 	}
 	notifications := map[string]*notify.Notification{}
 	for i, inst := range p.Spec.Notifications {
@@ -56,7 +62,7 @@ func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled,
 		}
 		notifications[inst.Name] = n
 	}
-	c.notify = map[pitstopv1alpha1.MaintenanceState][]*notify.Notification{}
+	c.Notify = map[pitstopv1alpha1.MaintenanceState][]*notify.Notification{}
 	for _, st := range []struct {
 		state pitstopv1alpha1.MaintenanceState
 		field string
@@ -71,7 +77,7 @@ func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled,
 			if !ok {
 				return nil, fmt.Errorf("MaintenanceProfile %s: spec.states.%s.notify[%d]: unknown notification %q", p.Name, st.field, i, name)
 			}
-			c.notify[st.state] = append(c.notify[st.state], n)
+			c.Notify[st.state] = append(c.Notify[st.state], n)
 		}
 	}
 	return c, nil
@@ -79,31 +85,31 @@ func compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*compiled,
 
 // registry keeps the last profile of each name that compiled. A profile
 // that fails to compile never replaces the last valid one.
-type registry struct {
+type Registry struct {
 	mu       sync.Mutex
 	deps     check.Deps
-	profiles map[string]*compiled
+	profiles map[string]*Compiled
 	errors   map[string]error
 }
 
-func newRegistry(deps check.Deps) *registry {
-	return &registry{deps: deps, profiles: map[string]*compiled{}, errors: map[string]error{}}
+func NewRegistry(deps check.Deps) *Registry {
+	return &Registry{deps: deps, profiles: map[string]*Compiled{}, errors: map[string]error{}}
 }
 
 // get returns the profile to run for p (its last valid generation) and the
 // error of its current generation, if it does not compile. The last valid
 // generation is the one this process compiled last or, after a restart,
 // the one p's status keeps.
-func (r *registry) get(p *pitstopv1alpha1.MaintenanceProfile) (*compiled, error) {
+func (r *Registry) Get(p *pitstopv1alpha1.MaintenanceProfile) (*Compiled, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.profiles[p.Name]; ok && c.spec.Generation == p.Generation && c.spec.UID == p.UID {
+	if c, ok := r.profiles[p.Name]; ok && c.Spec.Generation == p.Generation && c.Spec.UID == p.UID {
 		return c, nil
 	}
 	if err, ok := r.errors[p.Name]; ok && r.errorGeneration(p) {
 		return r.running(p), err
 	}
-	c, err := compile(p, r.deps)
+	c, err := Compile(p, r.deps)
 	if err != nil {
 		r.errors[p.Name] = &generationError{generation: p.Generation, err: err}
 		return r.running(p), err
@@ -116,8 +122,8 @@ func (r *registry) get(p *pitstopv1alpha1.MaintenanceProfile) (*compiled, error)
 // running returns the last valid generation of p when its current one does
 // not compile: the one compiled last, if it is of the same object, or the
 // one p's status keeps.
-func (r *registry) running(p *pitstopv1alpha1.MaintenanceProfile) *compiled {
-	if c, ok := r.profiles[p.Name]; ok && c.spec.UID == p.UID {
+func (r *Registry) running(p *pitstopv1alpha1.MaintenanceProfile) *Compiled {
+	if c, ok := r.profiles[p.Name]; ok && c.Spec.UID == p.UID {
 		return c
 	}
 	last := p.Status.LastValid
@@ -126,7 +132,7 @@ func (r *registry) running(p *pitstopv1alpha1.MaintenanceProfile) *compiled {
 	}
 	kept := p.DeepCopy()
 	kept.Generation, kept.Spec = last.Generation, *last.Spec.DeepCopy()
-	c, err := compile(kept, r.deps)
+	c, err := Compile(kept, r.deps)
 	if err != nil {
 		return nil
 	}
@@ -134,14 +140,14 @@ func (r *registry) running(p *pitstopv1alpha1.MaintenanceProfile) *compiled {
 	return c
 }
 
-func (r *registry) errorGeneration(p *pitstopv1alpha1.MaintenanceProfile) bool {
+func (r *Registry) errorGeneration(p *pitstopv1alpha1.MaintenanceProfile) bool {
 	ge, ok := r.errors[p.Name].(*generationError)
 	return ok && ge.generation == p.Generation
 }
 
 // last returns the last valid compiled profile of a name, for nodes still
 // in maintenance for a profile that was deleted.
-func (r *registry) last(name string) *compiled {
+func (r *Registry) Last(name string) *Compiled {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.profiles[name]

@@ -1,4 +1,4 @@
-package profile
+package fleet
 
 import (
 	"fmt"
@@ -15,9 +15,9 @@ import (
 
 // decidedProfile: a node needing a reboot goes into maintenance when
 // approved, and out when it no longer needs one.
-func decidedProfile(t *testing.T) *compiled {
+func decidedProfile(t *testing.T) *Compiled {
 	t.Helper()
-	c, err := compile(&pitstopv1alpha1.MaintenanceProfile{
+	c, err := Compile(&pitstopv1alpha1.MaintenanceProfile{
 		ObjectMeta: metav1.ObjectMeta{Name: "reboot"},
 		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
 			Checks: []pitstopv1alpha1.CheckInstance{
@@ -95,9 +95,9 @@ func TestARecordedDecisionSaysWhatTheRecordKnows(t *testing.T) {
 // made before is not the node's any more.
 func TestTheLastDecisionIsOnlyServedForTheStateItWasMadeIn(t *testing.T) {
 	since := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	r := &Reconciler{decisions: map[string]map[string]decided{}}
+	r := NewDecisions()
 	made := engine.ProfileRecord{Current: pitstopv1alpha1.StateMaintenanceRequired, Since: engine.Stamp{Time: since}}
-	r.remember("n", "reboot", made, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{Check: "approved"}}}, since.Add(time.Second))
+	r.Remember("n", "reboot", made, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{Check: "approved"}}}, since.Add(time.Second))
 	for _, tc := range []struct {
 		name string
 		pr   engine.ProfileRecord
@@ -107,15 +107,15 @@ func TestTheLastDecisionIsOnlyServedForTheStateItWasMadeIn(t *testing.T) {
 		{"another state", engine.ProfileRecord{Current: pitstopv1alpha1.StateInMaintenance, Since: engine.Stamp{Time: since.Add(time.Minute)}}, false},
 		{"the same state, entered again", engine.ProfileRecord{Current: pitstopv1alpha1.StateMaintenanceRequired, Since: engine.Stamp{Time: since.Add(time.Hour)}}, false},
 	} {
-		if _, ok := r.lastDecision("n", "reboot", tc.pr); ok != tc.want {
+		if _, ok := r.Last("n", "reboot", tc.pr); ok != tc.want {
 			t.Errorf("%s: served %v, want %v", tc.name, ok, tc.want)
 		}
 	}
-	if d, _ := r.lastDecision("n", "reboot", made); !d.at.Equal(since.Add(time.Second)) || d.decision.Evaluations[0].Check != "approved" {
+	if d, _ := r.Last("n", "reboot", made); !d.At.Equal(since.Add(time.Second)) || d.Decision.Evaluations[0].Check != "approved" {
 		t.Errorf("the decision served is %+v", d)
 	}
-	r.forget("n")
-	if _, ok := r.lastDecision("n", "reboot", made); ok {
+	r.Forget("n")
+	if _, ok := r.Last("n", "reboot", made); ok {
 		t.Error("a decision about a node that is gone is still served")
 	}
 }

@@ -1,4 +1,4 @@
-package profile
+package fleet
 
 import (
 	"context"
@@ -8,13 +8,26 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
+
+// checkDuration is how long each check plugin takes to answer.
+var checkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	Name:    "pitstop_check_duration_seconds",
+	Help:    "Time one check evaluation took, by plugin (hasLabel, maxMaintenance, prometheusInstant, ...).",
+	Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10), // 50 µs to about 13 s
+}, []string{"plugin"})
+
+func init() { metrics.Registry.MustRegister(checkDuration) }
 
 // Evaluation is a profile's answer for a node: where the node stands, and
 // every transition of its state with each check's result and reason. It is
@@ -40,22 +53,22 @@ type Evaluation struct {
 // Evaluator evaluates nodes the way the engine does, without changing
 // anything: from the API server in the command line, where it runs the
 // checks; from the manager's cache in the dashboard, where it serves the
-// engine's last decisions instead (Reconciler.Evaluator).
+// engine's last decisions instead (ServedEvaluator).
 type Evaluator struct {
 	reader   client.Reader
-	profiles *registry
-	records  *recordCache
+	profiles *Registry
+	records  *Records
 	// slots reads the budgets' slot Leases, in any namespace, through
 	// reader.
 	slots *budget.Slots
 	// decided, when set, has each node's decisions: they are served rather
 	// than the checks run.
-	decided *Reconciler
+	decided *Decisions
 }
 
 // NewEvaluator evaluates from reader, running the checks.
 func NewEvaluator(reader client.Reader, deps check.Deps) *Evaluator {
-	return &Evaluator{reader: reader, profiles: newRegistry(deps), records: newRecordCache(), slots: &budget.Slots{Cache: reader}}
+	return &Evaluator{reader: reader, profiles: NewRegistry(deps), records: NewRecords(), slots: &budget.Slots{Cache: reader}}
 }
 
 // Node evaluates every profile the node is in (selected, or still holding
@@ -65,7 +78,7 @@ func (e *Evaluator) Node(ctx context.Context, node *corev1.Node, now time.Time) 
 	if err := e.reader.List(ctx, list); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots}
+	view := &Cluster{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots}
 	return e.node(ctx, view, node, now)
 }
 
@@ -80,7 +93,7 @@ func (e *Evaluator) Fleet(ctx context.Context, now time.Time) (map[string][]Eval
 	if err := e.reader.List(ctx, nodes); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots, nodes: pointers(nodes.Items), loaded: true}
+	view := &Cluster{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots, nodes: Pointers(nodes.Items), loaded: true}
 	out := make(map[string][]Evaluation, len(nodes.Items))
 	for i := range nodes.Items {
 		evals, err := e.node(ctx, view, &nodes.Items[i], now)
@@ -91,7 +104,7 @@ func (e *Evaluator) Fleet(ctx context.Context, now time.Time) (map[string][]Eval
 	return out, nil
 }
 
-func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.Node, now time.Time) ([]Evaluation, error) {
+func (e *Evaluator) node(ctx context.Context, view *Cluster, node *corev1.Node, now time.Time) ([]Evaluation, error) {
 	record, err := engine.ReadRecord(node) // its own copy: Sync changes it
 	if err != nil {
 		return nil, err
@@ -115,7 +128,7 @@ func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.No
 			out = append(out, ev)
 			continue
 		}
-		c, err := e.profiles.get(p)
+		c, err := e.profiles.Get(p)
 		if err != nil {
 			ev.Error = err.Error()
 		}
@@ -124,7 +137,7 @@ func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.No
 		case e.decided != nil:
 			e.served(&ev, c, node.Name, record, now)
 		default:
-			_, ev.Decision = evaluate(ctx, c, node, record, view, now)
+			_, ev.Decision = Evaluate(ctx, c, node, record, view, now)
 			ev.Evaluated = &now
 			if t := ev.Decision.Take; t >= 0 {
 				ev.Decision.Evaluations[t].Blocked = e.waiting(ctx, c, node, pr, t, now)
@@ -141,9 +154,9 @@ func (e *Evaluator) node(ctx context.Context, view *clusterView, node *corev1.No
 
 // served fills in the engine's last decision about the node in profile c,
 // or the one its record tells when this replica has made none.
-func (e *Evaluator) served(ev *Evaluation, c *compiled, node string, record engine.Record, now time.Time) {
-	if last, ok := e.decided.lastDecision(node, ev.Profile, ev.Record); ok {
-		ev.Decision, ev.Evaluated = last.decision, &last.at
+func (e *Evaluator) served(ev *Evaluation, c *Compiled, node string, record engine.Record, now time.Time) {
+	if last, ok := e.decided.Last(node, ev.Profile, ev.Record); ok {
+		ev.Decision, ev.Evaluated = last.Decision, &last.At
 		return
 	}
 	ev.Decision, ev.Recorded = recordedDecision(c, record, ev.Profile, now), true
@@ -151,12 +164,12 @@ func (e *Evaluator) served(ev *Evaluation, c *compiled, node string, record engi
 
 // waiting says what a transition whose check passes still waits for: a
 // retry after a failure, or a trigger (the drain, the restore).
-func (e *Evaluator) waiting(ctx context.Context, c *compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
-	if why := waitingToRetry(pr, now); why != "" {
+func (e *Evaluator) waiting(ctx context.Context, c *Compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
+	if why := WaitingToRetry(pr, now); why != "" {
 		return why
 	}
-	for _, name := range c.engine.Transitions[pr.Current][take].Triggers {
-		o, ok := c.triggers[name].(trigger.Observer)
+	for _, name := range c.Engine.Transitions[pr.Current][take].Triggers {
+		o, ok := c.Triggers[name].(trigger.Observer)
 		if !ok {
 			continue
 		}
@@ -175,58 +188,26 @@ func (e *Evaluator) waiting(ctx context.Context, c *compiled, node *corev1.Node,
 // the node waits for a budget slot as the engine would find it: every slot
 // the cache shows is taken, or as many nodes have waited longer for the
 // free ones as there are.
-func (e *Evaluator) inLine(ctx context.Context, view *clusterView, profiles map[string]*pitstopv1alpha1.MaintenanceProfile, c *compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
-	t := c.engine.Transitions[pr.Current][take]
-	if t.Next != pitstopv1alpha1.StateInMaintenance || pr.Current == pitstopv1alpha1.StateInMaintenance {
+func (e *Evaluator) inLine(ctx context.Context, view *Cluster, profiles map[string]*pitstopv1alpha1.MaintenanceProfile, c *Compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
+	if pr.Current == pitstopv1alpha1.StateInMaintenance {
 		return ""
 	}
-	for _, name := range t.Expression.Names() {
-		b, ok := budgetSlots(c, name, node, now)
-		if !ok {
-			continue
+	req := admission.Request{Profile: c.Admission(), Transition: c.Engine.Transitions[pr.Current][take], Node: node, Since: pr.Since.Time, Now: now}
+	return admission.Explain(ctx, e.slots, req, func(wakeKey string) int {
+		if view.lines == nil {
+			view.lines = e.lines(view, profiles)
 		}
-		free, holding := e.slots.Free(ctx, b.key, b.size, node.Name, b.expired)
-		switch {
-		case holding:
-			continue
-		case free == 0:
-			return slotsTaken(b, name)
-		}
-		if ahead := e.ahead(view, profiles, budgetWakeKey(b.key), node.Name, pr.Since.Time); ahead >= free {
-			return linedUp(b, name, free, ahead)
-		}
-	}
-	return ""
+		return view.lines.Ahead(wakeKey, node.Name, pr.Since.Time)
+	})
 }
 
-// ahead counts the nodes in line for the budget of wakeKey that have
-// waited longer than node, which waits since since.
-func (e *Evaluator) ahead(view *clusterView, profiles map[string]*pitstopv1alpha1.MaintenanceProfile, wakeKey, node string, since time.Time) int {
-	if view.lines == nil {
-		view.lines = e.lines(view, profiles)
-	}
-	n := 0
-	for _, w := range view.lines[wakeKey] {
-		if w.node != node && before(w.since, w.node, since, node) {
-			n++
-		}
-	}
-	return n
-}
-
-// lineEntry is a node in line for a budget, as its record shows it.
-type lineEntry struct {
-	node  string
-	since time.Time
-}
-
-// lines are the nodes in line for each budget (by wake key), as their
-// records show their last evaluation: in a state whose transition into
-// maintenance failed only for want of a slot.
-func (e *Evaluator) lines(view *clusterView, profiles map[string]*pitstopv1alpha1.MaintenanceProfile) map[string][]lineEntry {
-	waiting := map[string]map[string]time.Time{} // wake key → node → since
+// lines are the nodes in line for each budget, as their records show their
+// last evaluation: in a state whose transition into maintenance failed
+// only for want of a slot.
+func (e *Evaluator) lines(view *Cluster, profiles map[string]*pitstopv1alpha1.MaintenanceProfile) admission.Lines {
+	lines := admission.Lines{}
 	for _, node := range view.Nodes() {
-		record, err := view.records.read(node)
+		record, err := view.records.Read(node)
 		if err != nil {
 			continue
 		}
@@ -235,27 +216,59 @@ func (e *Evaluator) lines(view *clusterView, profiles map[string]*pitstopv1alpha
 			if p == nil || (record.HeldBy() != "" && record.HeldBy() != name) {
 				continue
 			}
-			c, _ := e.profiles.get(p)
+			c, _ := e.profiles.Get(p)
 			if c == nil {
 				continue
 			}
-			for _, key := range lineKeys(c, node, pr.Current, pr.Checks) {
-				if waiting[key] == nil {
-					waiting[key] = map[string]time.Time{}
-				}
-				// In line for a budget two profiles share: once, since
-				// the earlier of the two.
-				if at, ok := waiting[key][node.Name]; !ok || pr.Since.Time.Before(at) {
-					waiting[key][node.Name] = pr.Since.Time
-				}
+			for _, key := range admission.LineKeys(c.Admission(), node, pr.Current, pr.Checks) {
+				lines.Add(key, node.Name, pr.Since.Time)
 			}
 		}
 	}
-	lines := make(map[string][]lineEntry, len(waiting))
-	for key, nodes := range waiting {
-		for node, since := range nodes {
-			lines[key] = append(lines[key], lineEntry{node, since})
+	return lines
+}
+
+// evaluate runs the checks of the node's current state's transitions in
+// the profile and decides, changing nothing.
+func Evaluate(ctx context.Context, c *Compiled, node *corev1.Node, record engine.Record, view *Cluster, now time.Time) (engine.Input, engine.Decision) {
+	name := c.Spec.Name
+	pr := record.Profiles[name]
+	transitions := c.Engine.Transitions[pr.Current]
+	in := engine.Input{State: pr.Current, Transitions: transitions, Results: map[string]check.Result{}, Errors: map[string]error{}}
+	if held := record.HeldBy(); held != "" && held != name {
+		in.HeldElsewhere = held
+	}
+	for _, t := range transitions {
+		for _, n := range t.Expression.Names() {
+			if _, done := in.Results[n]; done {
+				continue
+			}
+			start := time.Now()
+			res, err := c.Checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view})
+			checkDuration.WithLabelValues(c.Plugins[n]).Observe(time.Since(start).Seconds())
+			if err != nil {
+				in.Errors[n] = err
+			}
+			in.Results[n] = res
 		}
 	}
-	return lines
+	return in, engine.Decide(in)
+}
+
+// PassedChecks says, for each check evaluated, whether it passed.
+func PassedChecks(in engine.Input) map[string]bool {
+	passed := make(map[string]bool, len(in.Results))
+	for n, res := range in.Results {
+		passed[n] = res.Passed && in.Errors[n] == nil
+	}
+	return passed
+}
+
+// WaitingToRetry says why a passing transition waits: its last attempt
+// failed and the next is not due yet. Empty when it is due.
+func WaitingToRetry(pr engine.ProfileRecord, now time.Time) string {
+	if pr.RetryAt == nil || !now.Before(pr.RetryAt.Time) {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d failed (%s); the next one is at %s", pr.Failures, pr.LastError, pr.RetryAt.Format(time.RFC3339))
 }

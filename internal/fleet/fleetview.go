@@ -1,4 +1,4 @@
-package profile
+package fleet
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
-// FleetView is the fleet at a glance: where each profile's nodes stand, how
+// Overview is the fleet at a glance: where each profile's nodes stand, how
 // much of each of its budgets is used, and whether its time windows and
 // freezes let maintenance start. It runs only the checks that read nothing
 // but the clock, so it costs one pass over the nodes per profile and can be
 // served every few seconds on a large fleet; a node's full evaluation is
 // Node's.
-type FleetView struct {
+type Overview struct {
 	// Nodes counts every node of the cluster.
 	Nodes int `json:"nodes"`
 	// States counts the nodes in a profile by their most severe state.
@@ -38,7 +38,7 @@ type FleetView struct {
 	NextChange *time.Time `json:"nextChange,omitempty"`
 }
 
-// ProfileView is one profile in the FleetView.
+// ProfileView is one profile in the Overview.
 type ProfileView struct {
 	Profile string `json:"profile"`
 	// Error says why the profile cannot run as written: it does not compile
@@ -89,10 +89,10 @@ type Window struct {
 	engine.CheckEvaluation
 }
 
-// FleetView reads the profiles and nodes once and places every node.
+// Overview reads the profiles and nodes once and places every node.
 // A node's state in a profile is the one the engine would see on its next
 // pass, as in Node: a profile that newly selects it starts it operational.
-func (e *Evaluator) FleetView(ctx context.Context, now time.Time) (*FleetView, error) {
+func (e *Evaluator) Overview(ctx context.Context, now time.Time) (*Overview, error) {
 	list := &pitstopv1alpha1.MaintenanceProfileList{}
 	if err := e.reader.List(ctx, list); err != nil {
 		return nil, err
@@ -102,9 +102,9 @@ func (e *Evaluator) FleetView(ctx context.Context, now time.Time) (*FleetView, e
 	if err := e.reader.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	view := &clusterView{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots, nodes: pointers(nodes.Items), loaded: true}
+	view := &Cluster{ctx: ctx, reader: e.reader, profiles: list.Items, records: e.records, slots: e.slots, nodes: Pointers(nodes.Items), loaded: true}
 	e.records.prune(view.nodes)
-	fv := &FleetView{Nodes: len(nodes.Items), States: map[pitstopv1alpha1.MaintenanceState]int{}, Profiles: []ProfileView{}}
+	fv := &Overview{Nodes: len(nodes.Items), States: map[pitstopv1alpha1.MaintenanceState]int{}, Profiles: []ProfileView{}}
 	byProfile := map[string][]NodeState{}
 	for i := range nodes.Items {
 		node := &nodes.Items[i]
@@ -141,8 +141,8 @@ func (e *Evaluator) FleetView(ctx context.Context, now time.Time) (*FleetView, e
 
 // syncedRecord is the node's record as the engine would see it on its
 // next pass; the cached record is shared, so it is synced on a copy.
-func syncedRecord(view *clusterView, node *corev1.Node, now time.Time) (engine.Record, error) {
-	cached, err := view.records.read(node)
+func syncedRecord(view *Cluster, node *corev1.Node, now time.Time) (engine.Record, error) {
+	cached, err := view.records.Read(node)
 	if err != nil {
 		return engine.Record{}, err
 	}
@@ -158,23 +158,23 @@ func syncedRecord(view *clusterView, node *corev1.Node, now time.Time) (engine.R
 }
 
 // profileView answers a profile's budgets and windows.
-func (e *Evaluator) profileView(ctx context.Context, view *clusterView, p *pitstopv1alpha1.MaintenanceProfile, now time.Time) ProfileView {
+func (e *Evaluator) profileView(ctx context.Context, view *Cluster, p *pitstopv1alpha1.MaintenanceProfile, now time.Time) ProfileView {
 	pv := ProfileView{Profile: p.Name}
-	c, err := e.profiles.get(p)
+	c, err := e.profiles.Get(p)
 	if err != nil {
 		pv.Error = err.Error()
 	}
 	if c == nil {
 		return pv
 	}
-	for _, inst := range c.spec.Spec.Checks {
-		if b, ok := check.BudgetOf(c.spec.Name, inst, &corev1.Node{}); ok && b.MaxMaintenance != nil {
-			pv.Budgets = append(pv.Budgets, budgets(view, c.spec.Name, inst.Name, b.MaxMaintenance)...)
+	for _, inst := range c.Spec.Spec.Checks {
+		if b, ok := check.BudgetOf(c.Spec.Name, inst, &corev1.Node{}); ok && b.MaxMaintenance != nil {
+			pv.Budgets = append(pv.Budgets, budgets(view, c.Spec.Name, inst.Name, b.MaxMaintenance)...)
 			continue
 		}
 		if check.ReadsOf(inst) == check.ReadsClock {
 			// The check reads the clock only, so any node will do.
-			res, err := c.checks[inst.Name].Evaluate(ctx, check.Context{Node: &corev1.Node{}, Profile: p.Name, Now: now, Cluster: view})
+			res, err := c.Checks[inst.Name].Evaluate(ctx, check.Context{Node: &corev1.Node{}, Profile: p.Name, Now: now, Cluster: view})
 			pv.Windows = append(pv.Windows, Window{Plugin: check.PluginName(inst), CheckEvaluation: engine.NewCheckEvaluation(inst.Name, res, err)})
 		}
 	}
@@ -183,7 +183,7 @@ func (e *Evaluator) profileView(ctx context.Context, view *clusterView, p *pitst
 
 // budgets counts a maxMaintenance check's budget in each group the
 // profile's nodes are in, as the check counts it.
-func budgets(view *clusterView, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck) []Budget {
+func budgets(view *Cluster, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck) []Budget {
 	groups := map[string]bool{}
 	if m.GroupBy == "" {
 		groups[""] = true // one budget, even while the profile has no nodes
@@ -204,7 +204,7 @@ func budgets(view *clusterView, profile, checkName string, m *pitstopv1alpha1.Ma
 }
 
 // sort puts everything in a stable order and finds the next change.
-func (fv *FleetView) sort() {
+func (fv *Overview) sort() {
 	sort.Slice(fv.Profiles, func(i, j int) bool { return fv.Profiles[i].Profile < fv.Profiles[j].Profile })
 	for _, pv := range fv.Profiles {
 		sort.Slice(pv.Nodes, func(i, j int) bool { return pv.Nodes[i].Node < pv.Nodes[j].Node })

@@ -15,6 +15,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
@@ -36,7 +37,7 @@ func FuzzCompile(f *testing.F) {
 			return
 		}
 		before := p.DeepCopy()
-		c, err := compile(&p, v.deps)
+		c, err := fleet.Compile(&p, v.deps)
 		if (c == nil) == (err == nil) {
 			t.Fatalf("compile returned %v and %v: want a profile or an error", c, err)
 		}
@@ -63,36 +64,36 @@ func FuzzCompile(f *testing.F) {
 		if _, err := engine.Compile(&p); err != nil {
 			t.Errorf("compiled, but engine.Compile refuses it: %v", err)
 		}
-		if !apiequality.Semantic.DeepEqual(c.spec, &p) || c.spec == &p {
+		if !apiequality.Semantic.DeepEqual(c.Spec, &p) || c.Spec == &p {
 			t.Errorf("the compiled profile does not keep its own copy of the spec")
 		}
 		for _, inst := range p.Spec.Checks {
-			if c.checks[inst.Name] == nil || c.plugins[inst.Name] == "" {
+			if c.Checks[inst.Name] == nil || c.Plugins[inst.Name] == "" {
 				t.Errorf("check %q is not built", inst.Name)
 			}
 		}
 		for _, inst := range p.Spec.Triggers {
-			if c.triggers[inst.Name] == nil {
+			if c.Triggers[inst.Name] == nil {
 				t.Errorf("trigger %q is not built", inst.Name)
 			}
 		}
-		for state, transitions := range c.engine.Transitions {
+		for state, transitions := range c.Engine.Transitions {
 			for i, tr := range transitions {
 				for _, name := range tr.Expression.Names() {
-					if c.checks[name] == nil {
+					if c.Checks[name] == nil {
 						t.Errorf("%s transition %d uses check %q, which is not built", state, i, name)
 					}
 				}
 				for _, name := range tr.Triggers {
-					if c.triggers[name] == nil {
+					if c.Triggers[name] == nil {
 						t.Errorf("%s transition %d runs trigger %q, which is not built", state, i, name)
 					}
 				}
 			}
 		}
 		for _, st := range engine.States {
-			if want := len(st.Spec(&p.Spec.States).Notify); len(c.notify[st.State]) != want {
-				t.Errorf("%s: %d notifications built, %d listed", st.State, len(c.notify[st.State]), want)
+			if want := len(st.Spec(&p.Spec.States).Notify); len(c.Notify[st.State]) != want {
+				t.Errorf("%s: %d notifications built, %d listed", st.State, len(c.Notify[st.State]), want)
 			}
 		}
 	})

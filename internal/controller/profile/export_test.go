@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
@@ -22,28 +24,29 @@ import (
 // on a conflict. Its profiles may not use notifications, nor budgets
 // unless WithSlots gives it slots.
 func NewBareReconciler(c client.Client, apiReader client.Reader) *Reconciler {
-	return &Reconciler{
+	r := &Reconciler{
 		client:    c,
 		apiReader: apiReader,
 		recorder:  events.NewFakeRecorder(100),
 		clock:     clock.RealClock{},
-		profiles:  newRegistry(check.Deps{}),
-		records:   newRecordCache(),
-		waiters:   newWaiters(),
+		profiles:  fleet.NewRegistry(check.Deps{}),
+		records:   fleet.NewRecords(),
 		written:   newWrittenNodes(),
-		nodes:     listNodes(c),
-		decisions: map[string]map[string]decided{},
+		nodes:     fleet.ListNodes(c),
+		decisions: fleet.NewDecisions(),
 	}
+	r.admission = admission.New(nil, c, apiReader, r.clock)
+	return r
 }
 
 // SlotStale is the staleness rule of maxMaintenance slots at now.
 func (r *Reconciler) SlotStale(ctx context.Context, now time.Time) budget.Stale {
-	return r.notInMaintenance(ctx, now)
+	return r.admission.StaleRule(ctx, now)
 }
 
 // InformerNodes is the engine's lister of cached nodes.
 func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error), error) {
-	return informerNodes(c)
+	return fleet.InformerNodes(c)
 }
 
 // WriteNode writes want over node as the engine does; ErrStale when the
@@ -55,12 +58,14 @@ func (r *Reconciler) WriteNode(ctx context.Context, node, want *corev1.Node) err
 // WithSlots has the Reconciler take budget slots through s.
 func (r *Reconciler) WithSlots(s *budget.Slots) *Reconciler {
 	r.slots = s
+	r.admission = admission.New(s, r.client, r.apiReader, r.clock)
 	return r
 }
 
 // WithClock has the Reconciler read the time from c.
 func (r *Reconciler) WithClock(c clock.Clock) *Reconciler {
 	r.clock = c
+	r.admission = admission.New(r.slots, r.client, r.apiReader, c)
 	return r
 }
 
@@ -70,7 +75,7 @@ func (r *Reconciler) Woken() []string {
 	var names []string
 	for {
 		select {
-		case e := <-r.waiters.wake:
+		case e := <-r.admission.Wakes():
 			names = append(names, e.Object.GetName())
 		default:
 			return names
@@ -81,19 +86,19 @@ func (r *Reconciler) Woken() []string {
 // NewFleetCollector is the collector of the fleet gauges, reading through
 // reader and the budgets' slots through slots, at clk's time.
 func NewFleetCollector(reader client.Reader, slots *budget.Slots, clk clock.PassiveClock) prometheus.Collector {
-	return newFleetCollector(reader, newRecordCache(), newRegistry(check.Deps{}), slots, clk)
+	return newFleetCollector(reader, fleet.NewRecords(), fleet.NewRegistry(check.Deps{}), slots, clk)
 }
 
 // BudgetKey names the budget whose slots the check checkName of p stands
 // for on node, as the engine takes them.
 func BudgetKey(p *pitstopv1alpha1.MaintenanceProfile, checkName string, node *corev1.Node) (budget.Key, error) {
-	c, err := compile(p, check.Deps{})
+	c, err := fleet.Compile(p, check.Deps{})
 	if err != nil {
 		return budget.Key{}, err
 	}
-	b, ok := budgetSlots(c, checkName, node, time.Time{})
+	b, ok := admission.BudgetOf(c.Admission(), checkName, node, time.Time{})
 	if !ok {
 		return budget.Key{}, fmt.Errorf("check %s of %s is no budget", checkName, p.Name)
 	}
-	return b.key, nil
+	return b.Key, nil
 }

@@ -44,7 +44,7 @@ func (r *Reconciler) leave(ctx context.Context, p *pass, name string) (left bool
 		nm = nil // another's: a user's, or another profile's
 	}
 	waiting := func(what string) {
-		r.remember(node.Name, name, pr, leavingDecision(pr.Current, what), r.clock.Now())
+		r.decisions.Remember(node.Name, name, pr, leavingDecision(pr.Current, what), r.clock.Now())
 	}
 	if nm != nil && nm.DeletionTimestamp.IsZero() {
 		if err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); err != nil && !apierrors.IsNotFound(err) {
@@ -60,7 +60,7 @@ func (r *Reconciler) leave(ctx context.Context, p *pass, name string) (left bool
 		return false, leaveRecheck, nil
 	}
 	delete(record.Profiles, name)
-	r.forgetProfile(node.Name, name)
+	r.decisions.ForgetProfile(node.Name, name)
 	p.later(func() {
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventLeftProfile, "Leave",
 			"the node left profile %s, which no longer selects it, while %s: its drain (if any) undone and its budget slots given back; labels and annotations the profile's triggers set are left as they are", name, pr.Current)
@@ -85,17 +85,10 @@ func (r *Reconciler) strand(node *corev1.Node, name string, pr engine.ProfileRec
 		return
 	}
 	what := fmt.Sprintf("profile %s has no generation that compiles (%v): the node stays %s until the profile is fixed or deleted", name, why, pr.Current)
-	r.remember(node.Name, name, pr, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{
+	r.decisions.Remember(node.Name, name, pr, engine.Decision{Take: -1, Evaluations: []engine.TransitionEvaluation{{
 		Index: -1, Check: "the profile compiles", Next: pr.Current, Blocked: what,
 	}}}, r.clock.Now())
 	r.recorder.Eventf(node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventProfileNotRunnable, "Evaluate", "%s", what)
-}
-
-// forgetProfile drops the last evaluation of a profile the node left.
-func (r *Reconciler) forgetProfile(node, profile string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.decisions[node], profile)
 }
 
 // sweepOrphans deletes the NodeMaintenances a profile made for nodes it no
@@ -147,15 +140,15 @@ func (r *Reconciler) profileNeeds(ctx context.Context, nm *pitstopv1alpha1.NodeM
 		return true, "", err
 	}
 	if p.DeletionTimestamp.IsZero() {
-		c, _ := r.profiles.get(p)
+		c, _ := r.profiles.Get(p)
 		if c == nil {
 			return true, "", nil // stranded: reported on the node
 		}
-		if ok, err := engine.Selects(c.spec, node); err != nil || ok {
+		if ok, err := engine.Selects(c.Spec, node); err != nil || ok {
 			return true, "", err
 		}
 	}
-	record, err := r.records.read(node)
+	record, err := r.records.Read(node)
 	if err != nil {
 		return true, "", nil // pitstop cannot tell what the node is doing
 	}

@@ -2,7 +2,6 @@ package profile
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,8 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
 
 var (
@@ -26,16 +27,10 @@ var (
 		Name: "pitstop_transition_failures_total",
 		Help: "Transitions that passed their check but could not be taken because a trigger or a budget slot failed, by profile and the part that failed.",
 	}, []string{"profile", "part"})
-
-	checkDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "pitstop_check_duration_seconds",
-		Help:    "Time one check evaluation took, by plugin (hasLabel, maxMaintenance, prometheusInstant, ...).",
-		Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10), // 50 µs to about 13 s
-	}, []string{"plugin"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(transitionsTotal, transitionFailures, checkDuration)
+	metrics.Registry.MustRegister(transitionsTotal, transitionFailures)
 }
 
 // fleetCollector reports, computed at scrape time from the cache, the
@@ -44,15 +39,15 @@ func init() {
 // profile's budgets are.
 type fleetCollector struct {
 	reader   client.Reader
-	records  *recordCache
-	profiles *registry
+	records  *fleet.Records
+	profiles *fleet.Registry
 	slots    *budget.Slots
 	clock    clock.PassiveClock
 
 	nodesDesc, waitingDesc, slotsDesc *prometheus.Desc
 }
 
-func newFleetCollector(reader client.Reader, records *recordCache, profiles *registry, slots *budget.Slots, clk clock.PassiveClock) *fleetCollector {
+func newFleetCollector(reader client.Reader, records *fleet.Records, profiles *fleet.Registry, slots *budget.Slots, clk clock.PassiveClock) *fleetCollector {
 	return &fleetCollector{
 		reader: reader, records: records, profiles: profiles, slots: slots, clock: clk,
 		nodesDesc: prometheus.NewDesc(
@@ -92,11 +87,11 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return
 	}
-	running := map[string]*compiled{}
+	running := map[string]*fleet.Compiled{}
 	counts := map[string]map[pitstopv1alpha1.MaintenanceState]float64{}
 	for i := range profiles.Items {
 		p := &profiles.Items[i]
-		if compiled, _ := c.profiles.get(p); compiled != nil {
+		if compiled, _ := c.profiles.Get(p); compiled != nil {
 			running[p.Name] = compiled // the generation the engine runs
 		}
 		counts[p.Name] = map[pitstopv1alpha1.MaintenanceState]float64{
@@ -105,7 +100,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	waited := map[string]time.Duration{}
 	for i := range nodes.Items {
-		rec, err := c.records.read(&nodes.Items[i])
+		rec, err := c.records.Read(&nodes.Items[i])
 		if err != nil {
 			continue
 		}
@@ -116,7 +111,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[name][pr.Current]++
 			compiled := running[name]
 			if compiled == nil {
-				compiled = c.profiles.last(name)
+				compiled = c.profiles.Last(name)
 			}
 			if w, ok := waitingFor(compiled, pr, now); ok {
 				waited[name] = max(waited[name], w)
@@ -133,21 +128,21 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectBudgets reports the budgets of the profiles that exist.
-func (c *fleetCollector) collectBudgets(ctx context.Context, ch chan<- prometheus.Metric, running map[string]*compiled, now time.Time) {
+func (c *fleetCollector) collectBudgets(ctx context.Context, ch chan<- prometheus.Metric, running map[string]*fleet.Compiled, now time.Time) {
 	keys, err := c.slots.CachedKeys(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.slotsDesc, err)
 		return
 	}
 	for profile, compiled := range running {
-		uses, err := budgetsUse(ctx, c.slots, compiled, keys, now)
+		uses, err := admission.Used(ctx, c.slots, compiled.Admission(), keys, now)
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(c.slotsDesc, err)
 			return
 		}
 		for _, u := range uses {
-			ch <- prometheus.MustNewConstMetric(c.slotsDesc, prometheus.GaugeValue, float64(u.used), profile, u.check, "used")
-			ch <- prometheus.MustNewConstMetric(c.slotsDesc, prometheus.GaugeValue, float64(u.size), profile, u.check, "size")
+			ch <- prometheus.MustNewConstMetric(c.slotsDesc, prometheus.GaugeValue, float64(u.Used), profile, u.Check, "used")
+			ch <- prometheus.MustNewConstMetric(c.slotsDesc, prometheus.GaugeValue, float64(u.Size), profile, u.Check, "size")
 		}
 	}
 }
@@ -157,51 +152,9 @@ func (c *fleetCollector) collectBudgets(ctx context.Context, ch chan<- prometheu
 // course) and its check results, as its last evaluation recorded them,
 // pass none of its state's transitions. How long is counted from when it
 // entered the state; the record does not say since when its checks fail.
-func waitingFor(c *compiled, pr engine.ProfileRecord, now time.Time) (time.Duration, bool) {
-	if c == nil || pr.Current == pitstopv1alpha1.StateOperational || c.engine.Passes(pr) {
+func waitingFor(c *fleet.Compiled, pr engine.ProfileRecord, now time.Time) (time.Duration, bool) {
+	if c == nil || pr.Current == pitstopv1alpha1.StateOperational || c.Engine.Passes(pr) {
 		return 0, false
 	}
 	return max(now.Sub(pr.Since.Time), 0), true
-}
-
-// budgetUse is how full one budget check of a profile is.
-type budgetUse struct {
-	check      string
-	used, size int
-}
-
-// budgetsUse reports each budget check of the profile (maxMaintenance and
-// stagger, in the order listed) with the slots the cache shows taken at
-// now. A budget per group reports its fullest group: of keys, the budgets
-// with slot Leases, the groups of this one. Slots are reckoned as the
-// engine takes them (budgetSlots).
-func budgetsUse(ctx context.Context, slots *budget.Slots, c *compiled, keys []budget.Key, now time.Time) ([]budgetUse, error) {
-	var out []budgetUse
-	for _, inst := range c.spec.Spec.Checks {
-		// A node without labels stands for every node but the group: its
-		// key is the budget's name, with the groupBy label and no value.
-		b, ok := budgetSlots(c, inst.Name, &corev1.Node{}, now)
-		if !ok {
-			continue
-		}
-		groups := []budget.Key{b.key}
-		if m := b.check; m != nil && m.GroupBy != "" {
-			groups = groups[:0]
-			for _, k := range keys {
-				if k.Name == b.key.Name && strings.HasPrefix(k.Group, b.key.Group) { // "zone=" starts every zone's
-					groups = append(groups, k)
-				}
-			}
-		}
-		u := budgetUse{check: inst.Name, size: b.size}
-		for _, k := range groups {
-			n, err := slots.CachedUsed(ctx, k, b.size, b.expired)
-			if err != nil {
-				return nil, err
-			}
-			u.used = max(u.used, n)
-		}
-		out = append(out, u)
-	}
-	return out, nil
 }

@@ -8,11 +8,12 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
 func TestWaitingFor(t *testing.T) {
-	c, err := compile(&pitstopv1alpha1.MaintenanceProfile{
+	c, err := fleet.Compile(&pitstopv1alpha1.MaintenanceProfile{
 		ObjectMeta: metav1.ObjectMeta{Name: "os"},
 		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
 			Checks: []pitstopv1alpha1.CheckInstance{
@@ -35,7 +36,7 @@ func TestWaitingFor(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		c        *compiled
+		c        *fleet.Compiled
 		pr       engine.ProfileRecord
 		waits    bool
 		duration time.Duration

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -81,7 +82,7 @@ func (w *writtenNodes) newest(cached *corev1.Node) *corev1.Node {
 // nodes holding the other slots, and their moves into maintenance would
 // wait until the cache caught up. The nodes handed out are shared: read
 // them, never change them.
-func (w *writtenNodes) over(list nodeLister) nodeLister {
+func (w *writtenNodes) over(list fleet.NodeLister) fleet.NodeLister {
 	return func(ctx context.Context) ([]*corev1.Node, error) {
 		nodes, err := list(ctx)
 		if err != nil {

@@ -13,7 +13,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 )
 
@@ -50,10 +52,10 @@ type pass struct {
 	want   *corev1.Node // as it will be written
 	record engine.Record
 	now    time.Time
-	view   *clusterView
+	view   *fleet.Cluster
 	// specs are the compiled profiles that select the node; stranded those
 	// that select it without a generation that compiles, with why.
-	specs    map[string]*compiled
+	specs    map[string]*fleet.Compiled
 	stranded map[string]error
 
 	requeue time.Duration
@@ -119,7 +121,7 @@ func (r *Reconciler) gather(ctx context.Context, node *corev1.Node) (*pass, erro
 	var selected []string
 	selected, p.specs, p.stranded = r.selected(list.Items, node)
 	p.record.Sync(selected, p.now)
-	p.view = &clusterView{ctx: ctx, reader: r.client, list: r.written.over(r.nodes), profiles: list.Items, records: r.records, slots: r.slots}
+	p.view = fleet.NewCluster(ctx, r.client, r.written.over(r.nodes), list.Items, r.records, r.slots)
 	return p, nil
 }
 
@@ -167,13 +169,13 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 	// (a moment later), which says what blocks the node in its new state.
 	after = shortest(after, r.notifyDue(p, c, name))
 	if s.wait.onFleet {
-		if keys := r.wakeKeys(c, p.node, before); len(keys) > 0 {
+		if keys := admission.WakeKeys(c.Admission(), p.node, before); len(keys) > 0 {
 			p.waitKeys = append(p.waitKeys, keys...)
 			p.inLine = append(p.inLine, s.wait.inLine...)
 			if p.waitingSince.IsZero() || pr.Since.Time.Before(p.waitingSince) {
 				p.waitingSince = pr.Since.Time
 			}
-			after = shortest(after, waiterRecheck)
+			after = shortest(after, admission.WaiterRecheck)
 		}
 	}
 	p.again(after)
@@ -216,12 +218,10 @@ func (r *Reconciler) tell(ctx context.Context, p *pass) {
 	for _, f := range p.told {
 		f()
 	}
-	r.waiters.set(p.node.Name, p.waitKeys, p.inLine, p.waitingSince, p.now)
+	r.admission.Wait(p.node.Name, p.waitKeys, p.inLine, p.waitingSince, p.now)
 	for _, name := range p.releases {
-		if c := r.profiles.last(name); c != nil {
-			for _, b := range maxMaintenanceBudgets(c, p.want) {
-				r.giveBack(ctx, b, p.want.Name)
-			}
+		if c := r.profiles.Last(name); c != nil {
+			r.admission.Release(ctx, c.Admission(), p.want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
 
 // TestNodesUnderWayGoFirst: with the fleet's nodes queued, a change of the
@@ -86,7 +87,7 @@ func TestANodeInMaintenanceGoesFirstWhenItChanges(t *testing.T) {
 		record := engine.Record{Profiles: map[string]engine.ProfileRecord{"rolling": {Current: state}}}
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "2", Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: record.Encode()}}}
 	}
-	events := nodeEvents(newRecordCache())
+	events := nodeEvents(fleet.NewRecords())
 	for _, n := range []*corev1.Node{node("waiting-2", pitstopv1alpha1.StateMaintenanceRequired), node("restored", pitstopv1alpha1.StateInMaintenance)} {
 		old := n.DeepCopy()
 		old.ResourceVersion = "1"

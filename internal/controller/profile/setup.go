@@ -26,9 +26,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/admission"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -61,13 +63,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		recorder:  mgr.GetEventRecorder("pitstop-profile"),
 		slots:     budget.NewSlots(mgr, opts.LeaseNamespace),
 		clock:     clock.RealClock{},
-		profiles:  newRegistry(opts.Checks),
-		records:   newRecordCache(),
-		waiters:   newWaiters(),
+		profiles:  fleet.NewRegistry(opts.Checks),
+		records:   fleet.NewRecords(),
 		written:   newWrittenNodes(),
-		decisions: map[string]map[string]decided{},
+		decisions: fleet.NewDecisions(),
 	}
-	nodes, err := informerNodes(mgr.GetCache())
+	r.admission = admission.New(r.slots, r.client, r.apiReader, r.clock)
+	nodes, err := fleet.InformerNodes(mgr.GetCache())
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +91,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		// A profile's spec changes every node's evaluation; its status
 		// (written on every state change) changes none.
 		Watches(&pitstopv1alpha1.MaintenanceProfile{}, handler.EnqueueRequestsFromMapFunc(r.allNodes), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WatchesRawSource(source.Channel(r.waiters.wake, handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		WatchesRawSource(source.Channel(r.admission.Wakes(), handler.Funcs{GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			addFirst(q, e.Object.GetName())
 		}})).
 		Watches(&corev1.Node{}, handler.Funcs{UpdateFunc: r.wakeOnLeave}).
@@ -183,13 +185,13 @@ func addFirst(q workqueue.TypedRateLimitingInterface[reconcile.Request], node st
 // restore of its drain, say, lets it out), as a change of its
 // NodeMaintenance does; otherwise as the queue orders any change, the
 // nodes of the first list after the rest.
-func nodeEvents(records *recordCache) handler.EventHandler {
+func nodeEvents(records *fleet.Records) handler.EventHandler {
 	return onEveryEvent(func(_ context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		node, ok := o.(*corev1.Node)
 		if !ok {
 			return
 		}
-		if record, err := records.read(node); err == nil && record.HeldBy() != "" {
+		if record, err := records.Read(node); err == nil && record.HeldBy() != "" {
 			addFirst(q, node.Name)
 			return
 		}
@@ -253,15 +255,9 @@ func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {
 // wakeOnSlotDeleted wakes the nodes waiting on a budget once the cache
 // sees one of its slots given back.
 func (r *Reconciler) wakeOnSlotDeleted(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-	lease, ok := e.Object.(*coordinationv1.Lease)
-	if !ok {
-		return
+	if lease, ok := e.Object.(*coordinationv1.Lease); ok {
+		r.admission.SlotDeleted(lease)
 	}
-	key, ok := budget.KeyOf(lease)
-	if !ok || r.waiters.handedOver(budgetWakeKey(key), budget.HolderOf(lease), r.clock.Now()) {
-		return // its waiters were woken when it was given back
-	}
-	r.waiters.notify(budgetWakeKey(key), "")
 }
 
 // wakeOnSlotFreed wakes the nodes waiting on a budget once the cache sees
@@ -269,14 +265,9 @@ func (r *Reconciler) wakeOnSlotDeleted(_ context.Context, e event.DeleteEvent, _
 func (r *Reconciler) wakeOnSlotFreed(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	oldLease, okOld := e.ObjectOld.(*coordinationv1.Lease)
 	newLease, okNew := e.ObjectNew.(*coordinationv1.Lease)
-	if !okOld || !okNew || ptr.Deref(oldLease.Spec.HolderIdentity, "") == ptr.Deref(newLease.Spec.HolderIdentity, "") {
-		return
+	if okOld && okNew {
+		r.admission.SlotChanged(oldLease, newLease)
 	}
-	key, ok := budget.KeyOf(newLease)
-	if !ok || r.waiters.handedOver(budgetWakeKey(key), budget.HolderOf(oldLease), r.clock.Now()) {
-		return // handed straight to the node first in line
-	}
-	r.waiters.notify(budgetWakeKey(key), "")
 }
 
 // wakeOnLeave wakes the nodes waiting on what a node's state change frees,
@@ -290,12 +281,12 @@ func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workq
 	if err != nil {
 		return
 	}
-	after, err := r.records.read(newNode)
+	after, err := r.records.Read(newNode)
 	if err != nil {
 		return
 	}
 	wake := func(key string) {
-		for _, n := range r.waiters.oldest(key, newNode.Name) {
+		for _, n := range r.admission.WakeOnChange(key, newNode.Name) {
 			addFirst(q, n)
 		}
 	}
@@ -304,15 +295,13 @@ func (r *Reconciler) wakeOnLeave(_ context.Context, e event.UpdateEvent, q workq
 		if now.Current == was.Current {
 			continue
 		}
-		wake(profileWakeKey(name))
-		c := r.profiles.last(name)
+		wake(admission.ProfileWakeKey(name))
+		c := r.profiles.Last(name)
 		if c == nil || was.Current != pitstopv1alpha1.StateInMaintenance {
 			continue
 		}
-		for _, b := range maxMaintenanceBudgets(c, newNode) {
-			if !r.waiters.handedOver(budgetWakeKey(b.key), newNode.Name, r.clock.Now()) {
-				wake(budgetWakeKey(b.key))
-			}
+		for _, b := range admission.MaxMaintenanceBudgets(c.Admission(), newNode) {
+			wake(b.WakeKey())
 		}
 	}
 }

@@ -22,15 +22,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
 
 // statusReconciler writes each profile's status: whether it is valid, and
 // its nodes per state.
 type statusReconciler struct {
 	client   client.Client
-	nodes    nodeLister
-	profiles *registry
-	records  *recordCache
+	nodes    fleet.NodeLister
+	profiles *fleet.Registry
+	records  *fleet.Records
 	clock    clock.PassiveClock
 
 	// written is when each profile's status was last written, for
@@ -46,7 +47,7 @@ type statusReconciler struct {
 // are at most this old; a change of the conditions is written at once.
 const statusCountsInterval = 2 * time.Second
 
-func newStatusReconciler(c client.Client, nodes nodeLister, profiles *registry, records *recordCache, clk clock.PassiveClock) *statusReconciler {
+func newStatusReconciler(c client.Client, nodes fleet.NodeLister, profiles *fleet.Registry, records *fleet.Records, clk clock.PassiveClock) *statusReconciler {
 	return &statusReconciler{client: c, nodes: nodes, profiles: profiles, records: records, clock: clk, written: map[string]time.Time{}}
 }
 
@@ -84,9 +85,9 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		p = held
 	}
 	before := p.DeepCopy()
-	running, err := s.profiles.get(p)
-	if running != nil && (p.Status.LastValid == nil || p.Status.LastValid.Generation != running.spec.Generation) {
-		p.Status.LastValid = &pitstopv1alpha1.ProfileGeneration{Generation: running.spec.Generation, Spec: *running.spec.Spec.DeepCopy()}
+	running, err := s.profiles.Get(p)
+	if running != nil && (p.Status.LastValid == nil || p.Status.LastValid.Generation != running.Spec.Generation) {
+		p.Status.LastValid = &pitstopv1alpha1.ProfileGeneration{Generation: running.Spec.Generation, Spec: *running.Spec.Spec.DeepCopy()}
 	}
 	valid := metav1.Condition{Type: pitstopv1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonCompiled, Message: "every check, trigger and transition is valid", ObservedGeneration: p.Generation}
 	ready := metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonRunning, Message: "the engine runs this generation", ObservedGeneration: p.Generation}
@@ -95,7 +96,7 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		ready = metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonNotRunning, Message: "no valid generation has run yet", ObservedGeneration: p.Generation}
 		if running != nil {
 			ready = metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonRunningPreviousGeneration,
-				Message: "the engine keeps running generation " + strconv.FormatInt(running.spec.Generation, 10) + ", the last valid one", ObservedGeneration: p.Generation}
+				Message: "the engine keeps running generation " + strconv.FormatInt(running.Spec.Generation, 10) + ", the last valid one", ObservedGeneration: p.Generation}
 		}
 	}
 	meta.SetStatusCondition(&p.Status.Conditions, valid)
@@ -110,7 +111,7 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	var last time.Time
 	for _, node := range nodes {
-		rec, err := s.records.read(node)
+		rec, err := s.records.Read(node)
 		if err != nil {
 			continue
 		}
@@ -185,7 +186,7 @@ func (s *statusReconciler) leaving(ctx context.Context, profile string) ([]strin
 	}
 	seen := map[string]bool{}
 	for _, node := range nodes {
-		rec, err := s.records.read(node)
+		rec, err := s.records.Read(node)
 		if err != nil {
 			continue
 		}

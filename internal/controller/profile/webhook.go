@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
@@ -32,7 +33,7 @@ func SetupWebhook(mgr ctrl.Manager, checks check.Deps) error {
 type validator struct{ deps check.Deps }
 
 func (v *validator) validate(p *pitstopv1alpha1.MaintenanceProfile) error {
-	if _, err := compile(p, v.deps); err != nil {
+	if _, err := fleet.Compile(p, v.deps); err != nil {
 		return apierrors.NewBadRequest(err.Error())
 	}
 	return nil

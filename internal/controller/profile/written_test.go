@@ -12,6 +12,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
@@ -105,8 +106,8 @@ func TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: profileName},
 		Spec:       pitstopv1alpha1.MaintenanceProfileSpec{NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "os"}}},
 	}}
-	used := func(list nodeLister) int {
-		view := &clusterView{ctx: ctx, list: list, profiles: profiles, records: newRecordCache(), slots: slots}
+	used := func(list fleet.NodeLister) int {
+		view := fleet.NewCluster(ctx, nil, list, profiles, fleet.NewRecords(), slots)
 		return check.MaintenanceUsed(view, profileName, m, "", drained.Name)
 	}
 

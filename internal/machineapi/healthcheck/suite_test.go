@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -23,11 +22,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -45,35 +42,9 @@ func TestMain(m *testing.M) {
 // until the test ends, and returns its cache.
 func startManager(t *testing.T) client.Reader {
 	t.Helper()
-	var ended atomic.Bool
-	log := funcr.New(func(prefix, args string) {
-		if !ended.Load() { // controller-runtime may log after Start returned
-			t.Log(prefix, args)
-		}
-	}, funcr.Options{})
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme.New(),
-		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Setup(mgr, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-		ended.Store(true)
-	})
-	return mgr.GetCache()
+	return testutil.StartControllers(t, env.Config, ctrl.Options{}, func(mgr ctrl.Manager) error {
+		return Setup(mgr, Options{})
+	}).GetCache()
 }
 
 // Test timings: waitLong bounds what the controller does on its own,

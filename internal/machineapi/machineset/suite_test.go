@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -21,11 +19,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -67,54 +63,10 @@ func startController(t *testing.T, ns string) (stop func()) {
 
 func startControllerWith(t *testing.T, ns string, cfg *rest.Config) (stop func()) {
 	t.Helper()
-	logs := &logBuffer{}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:  scheme.New(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		Logger:  funcr.New(logs.add, funcr.Options{}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := machineset.Setup(mgr, machineset.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stop = sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("controller logs:\n%s", logs)
-		}
-	})
-	return stop
-}
-
-// logBuffer keeps a manager's logs. The manager may log after its test
-// ended, when the test's own log no longer takes lines.
-type logBuffer struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (b *logBuffer) add(prefix, args string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.lines = append(b.lines, time.Now().Format("15:04:05.000 ")+prefix+" "+args)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(b.lines, "\n")
+	opts := ctrl.Options{Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}}}
+	return testutil.StartControllers(t, cfg, opts, func(mgr ctrl.Manager) error {
+		return machineset.Setup(mgr, machineset.Options{})
+	}).Stop
 }
 
 // newSet returns a MachineSet whose template labels its Machines

@@ -4,11 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -18,11 +16,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/nodelink"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -92,43 +88,14 @@ func (w *writes) funcs() interceptor.Funcs {
 func startController(t *testing.T, prefix string) *writes {
 	t.Helper()
 	w := &writes{count: map[string]int{}}
-	ended := &atomic.Bool{}
-	log := funcr.New(func(p, args string) {
-		// controller-runtime may still log after the manager stopped, when
-		// t no longer allows it.
-		if !ended.Load() {
-			t.Log(p, args)
+	opts := ctrl.Options{NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+		c, err := client.NewWithWatch(cfg, opts)
+		if err != nil {
+			return nil, err
 		}
-	}, funcr.Options{})
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme.New(),
-		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		NewClient: func(cfg *rest.Config, opts client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, opts)
-			if err != nil {
-				return nil, err
-			}
-			return interceptor.NewClient(c, w.funcs()), nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nodelink.Setup(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-		ended.Store(true)
-	})
+		return interceptor.NewClient(c, w.funcs()), nil
+	}}
+	testutil.StartControllers(t, env.Config, opts, nodelink.Setup)
 	settle(t, prefix+"-probe")
 	return w
 }

@@ -1,0 +1,378 @@
+// Package admission decides who gets the next budget slot: a node enters
+// maintenance only holding a slot of every budget its transition names
+// (maxMaintenance, stagger), the longest waiting first. It holds the
+// waiters (the nodes in line, woken when a slot is freed), the slot Leases
+// (through internal/budget) and the budget arithmetic, behind four verbs:
+// Admit, Release, Explain and Sweep.
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
+)
+
+// slotGrace spares a maxMaintenance slot just taken from the staleness
+// rule while the transition it let in is being written.
+const slotGrace = 15 * time.Second
+
+// Admission lets nodes into maintenance through their budgets' slots.
+type Admission struct {
+	slots     *budget.Slots
+	waiters   *waiters
+	clock     clock.PassiveClock
+	client    client.Reader
+	apiReader client.Reader
+}
+
+// New admits through slots. client (the manager's cache) and apiReader
+// (the API server) tell whether a slot's holder still needs it.
+func New(slots *budget.Slots, c, apiReader client.Reader, clk clock.PassiveClock) *Admission {
+	return &Admission{slots: slots, waiters: newWaiters(), clock: clk, client: c, apiReader: apiReader}
+}
+
+// Fleet is what admission reads of the rest of the cluster.
+type Fleet interface {
+	// Nodes returns every node.
+	Nodes() []*corev1.Node
+	// UnderMaintenance names every node pitstop has under maintenance,
+	// whatever started it, reading the slots through leases.
+	UnderMaintenance(leases client.Reader) (map[string]bool, error)
+}
+
+// Request is a node asking to take a transition into maintenance.
+type Request struct {
+	Profile    Profile
+	Transition engine.CompiledTransition
+	Node       *corev1.Node
+	// Since is when the node entered the state it leaves: the longest
+	// waiting go first.
+	Since, Now time.Time
+	Fleet      Fleet
+}
+
+// Verdict is admission's answer to a Request.
+type Verdict struct {
+	Admitted bool
+	// Full names the budget's check that keeps the node out, and Why says
+	// how; InLine names the wake key of that budget when the node waits
+	// for one of its slots.
+	Full, Why string
+	InLine    []string
+}
+
+// Admit takes a slot of every budget the transition's check names
+// (maxMaintenance and stagger), then checks the budgets shared by every
+// profile against all maintenance in their scope (crowded). All or
+// nothing: if one is full, the slots already taken are given back, and the
+// verdict names the full budget's check and why.
+func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
+	var taken []budget.Key
+	var shared []Budget
+	node := req.Node
+	giveBack := func() {
+		for _, k := range taken {
+			_ = a.slots.Release(ctx, k, node.Name)
+		}
+	}
+	refuse := func(b Budget, why string) (Verdict, error) {
+		giveBack()
+		return Verdict{Full: b.Check, Why: why, InLine: []string{b.WakeKey()}}, nil
+	}
+	for _, name := range req.Transition.Expression.Names() {
+		b, isBudget := a.budgetOf(ctx, req.Profile, name, node, req.Now)
+		if !isBudget {
+			continue
+		}
+		wakeKey := b.WakeKey()
+		free, holding := a.slots.Free(ctx, b.Key, b.Size, node.Name, b.expired)
+		if !holding {
+			if free == 0 {
+				return refuse(b, slotsTaken(b))
+			}
+			// The nodes in line ahead of this one take the free slots.
+			if ahead := a.waiters.ahead(wakeKey, node.Name, req.Since, req.Now); ahead >= free {
+				a.waiters.wakeFront(wakeKey, free, req.Now)
+				return refuse(b, linedUp(b, free, ahead))
+			}
+			if !a.waiters.admitting(wakeKey, node.Name, req.Now) {
+				return refuse(b, fmt.Sprintf("a slot of budget %s is being handed to it", name))
+			}
+		}
+		_, got, err := a.slots.Acquire(ctx, b.Key, b.Size, node.Name, req.Now, b.stale)
+		if err != nil {
+			giveBack()
+			return Verdict{}, err
+		}
+		if !got {
+			return refuse(b, slotsTaken(b))
+		}
+		a.waiters.admitted(wakeKey, node.Name)
+		taken = append(taken, b.Key)
+		if b.MaxMaintenance != nil && !b.MaxMaintenance.ProfileScoped {
+			shared = append(shared, b)
+		}
+	}
+	b, why, err := a.crowded(req.Fleet, node, shared)
+	switch {
+	case err != nil:
+		giveBack()
+		return Verdict{}, err
+	case why != "":
+		return refuse(b, why)
+	}
+	return Verdict{Admitted: true}, nil
+}
+
+// crowded checks, once the node holds a slot of every budget of its
+// transition, the budgets shared by every profile against every node
+// pitstop has under maintenance, read with the slots from the API server:
+// another budget's slots (a different max or groupBy) and maintenance not
+// started by a profile count too. It returns the budget that is full and
+// says why the node must give its slots back, or "" when it may go in.
+//
+// Two nodes let in at once by different budgets each list the slots after
+// taking their own, so at least one of them sees the other: a node is let
+// in only if, at that moment, fewer than max other nodes in its budget's
+// scope were under maintenance.
+func (a *Admission) crowded(fleet Fleet, node *corev1.Node, budgets []Budget) (full Budget, why string, err error) {
+	if len(budgets) == 0 {
+		return Budget{}, "", nil
+	}
+	occupied, err := fleet.UnderMaintenance(a.slots.Client)
+	if err != nil {
+		return Budget{}, "", err
+	}
+	byName := map[string]*corev1.Node{}
+	for _, n := range fleet.Nodes() {
+		byName[n.Name] = n
+	}
+	for _, b := range budgets {
+		m := b.MaxMaintenance
+		var others []string
+		for name := range occupied {
+			n, ok := byName[name]
+			if name == node.Name || !ok || (m.GroupBy != "" && n.Labels[m.GroupBy] != node.Labels[m.GroupBy]) {
+				continue
+			}
+			others = append(others, name)
+		}
+		if len(others) >= b.Size {
+			slices.Sort(others)
+			return b, fmt.Sprintf("budget %s allows %d nodes under maintenance%s, and %d others are: %s", b.Check, b.Size, groupScope(m, node), len(others), strings.Join(others, ", ")), nil
+		}
+	}
+	return Budget{}, "", nil
+}
+
+// Release gives back the maxMaintenance slots node holds in profile p, the
+// node being recorded out of maintenance for it. Each goes to the first
+// node in line for it: one write, after which that node finds its slot
+// taken for it. With nobody in line (or the hand-over refused), the slot
+// goes back to the budget and its waiters are woken at once: the engine
+// counts this node from its own write and the slots as it last wrote them,
+// so a waiter need not wait for the cache to see either. When giving it
+// back fails, the cache's sight of the node leaving (WakeOnChange) and of
+// the slot freed (SlotDeleted) wakes them; nodes waiting on other nodes'
+// states only then.
+//
+// A node handed a slot that no longer wants to go in (its window closed
+// meanwhile, say) holds it until the sweep finds it out of maintenance.
+func (a *Admission) Release(ctx context.Context, p Profile, node *corev1.Node) {
+	for _, b := range MaxMaintenanceBudgets(p, node) {
+		a.release(ctx, b, node.Name)
+	}
+}
+
+func (a *Admission) release(ctx context.Context, b Budget, node string) {
+	key, now := b.WakeKey(), a.clock.Now()
+	if next := a.waiters.claimFront(key, node, now); next != "" {
+		if ok, err := a.slots.HandOver(ctx, b.Key, b.Size, node, next, now); err == nil && ok {
+			a.waiters.gave(key, node, next, now)
+			return
+		}
+		a.waiters.unclaim(key, next)
+	}
+	if a.slots.Release(ctx, b.Key, node) == nil {
+		a.waiters.handOver(key, node, now)
+	}
+}
+
+// Sweep gives back the maxMaintenance slots whose holder is out of
+// maintenance: left by a manager stopped between writing a node out of
+// maintenance and giving its slot back.
+func (a *Admission) Sweep(ctx context.Context, profiles []pitstopv1alpha1.MaintenanceProfile) error {
+	budgets := MaxMaintenanceBudgetNames(profiles)
+	stale := a.notInMaintenance(ctx, a.clock.Now())
+	return a.slots.Sweep(ctx, func(key budget.Key, holder string, lease *coordinationv1.Lease) bool {
+		return budgets[key.Name] && stale(holder, lease)
+	})
+}
+
+// budgetOf returns the slots a check stands for, if it is a budget, with
+// the staleness rule that reads the cluster for a maxMaintenance slot.
+func (a *Admission) budgetOf(ctx context.Context, p Profile, checkName string, node *corev1.Node, now time.Time) (Budget, bool) {
+	b, ok := BudgetOf(p, checkName, node, now)
+	if ok && b.stale == nil {
+		b.stale = a.notInMaintenance(ctx, now)
+	}
+	return b, ok
+}
+
+// StaleRule is the staleness rule of maxMaintenance slots at now.
+func (a *Admission) StaleRule(ctx context.Context, now time.Time) budget.Stale {
+	return a.notInMaintenance(ctx, now)
+}
+
+// notInMaintenance says a maxMaintenance slot is stale when its holder is
+// no longer in maintenance for any profile (or is gone), once a grace has
+// passed for a transition still being written. The cache rules out most
+// holders without a request (they are in maintenance); what it cannot rule
+// out is confirmed with the API server, since a lagging cache may miss a
+// node's move into maintenance or its drain's NodeMaintenance.
+func (a *Admission) notInMaintenance(ctx context.Context, now time.Time) budget.Stale {
+	return func(holder string, l *coordinationv1.Lease) bool {
+		if l.Spec.AcquireTime != nil && now.Sub(l.Spec.AcquireTime.Time) < slotGrace {
+			return false
+		}
+		return !needsSlot(ctx, a.client, holder) && !needsSlot(ctx, a.apiReader, holder)
+	}
+}
+
+// needsSlot says the holder's node may still need its slot, as reader
+// sees it: the node is in maintenance for some profile, its record cannot
+// be read, or the NodeMaintenance of its drain exists (its transition into
+// maintenance waits for the drain). An error reading counts as needing it.
+func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
+	n := &corev1.Node{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: holder}, n); err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	rec, err := engine.ReadRecord(n)
+	if err != nil || rec.HeldBy() != "" {
+		return true
+	}
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	err = reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(holder)}, nm)
+	return !apierrors.IsNotFound(err)
+}
+
+// Wait makes node a waiter on exactly keys (none: not waiting), in line on
+// those of them in inLine, as evaluated at now; it has waited since since.
+func (a *Admission) Wait(node string, keys, inLine []string, since, now time.Time) {
+	a.waiters.set(node, keys, inLine, since, now)
+}
+
+// Forget drops a node that is gone.
+func (a *Admission) Forget(node string) { a.waiters.set(node, nil, nil, time.Time{}, time.Time{}) }
+
+// Wakes carries the nodes to evaluate at once, ahead of the rest: woken
+// for a slot freed or handed to them.
+func (a *Admission) Wakes() <-chan event.GenericEvent { return a.waiters.wake }
+
+// WakeOnChange returns the longest-waiting nodes on key, other than
+// except, for a change of what they wait for that the cache now shows: a
+// node of the profile changed state, or a node left maintenance and the
+// budget's slot it held (of wake key key) was not handed over already.
+func (a *Admission) WakeOnChange(key, except string) []string {
+	if a.waiters.handedOver(key, except, a.clock.Now()) {
+		return nil // its waiters were woken when it was given back
+	}
+	return a.waiters.oldest(key, except)
+}
+
+// SlotDeleted wakes the nodes waiting on a budget once the cache sees one
+// of its slots given back.
+func (a *Admission) SlotDeleted(lease *coordinationv1.Lease) {
+	key, ok := budget.KeyOf(lease)
+	if !ok || a.waiters.handedOver(budgetWakeKey(key), budget.HolderOf(lease), a.clock.Now()) {
+		return // its waiters were woken when it was given back
+	}
+	a.waiters.notify(budgetWakeKey(key), "")
+}
+
+// SlotChanged wakes the nodes waiting on a budget once the cache sees one
+// of its slots change hands or lose its holder.
+func (a *Admission) SlotChanged(oldLease, newLease *coordinationv1.Lease) {
+	if ptr.Deref(oldLease.Spec.HolderIdentity, "") == ptr.Deref(newLease.Spec.HolderIdentity, "") {
+		return
+	}
+	key, ok := budget.KeyOf(newLease)
+	if !ok || a.waiters.handedOver(budgetWakeKey(key), budget.HolderOf(oldLease), a.clock.Now()) {
+		return // handed straight to the node first in line
+	}
+	a.waiters.notify(budgetWakeKey(key), "")
+}
+
+// Explain says why a node whose transition into maintenance passes its
+// checks waits for a budget slot, as the engine would find it from slots
+// (read through the cache): every slot is taken, or as many nodes have
+// waited longer for the free ones (ahead, by a budget's wake key) as there
+// are. "" when it need not wait.
+func Explain(ctx context.Context, slots *budget.Slots, req Request, ahead func(wakeKey string) int) string {
+	t := req.Transition
+	if t.Next != pitstopv1alpha1.StateInMaintenance {
+		return ""
+	}
+	for _, name := range t.Expression.Names() {
+		b, ok := BudgetOf(req.Profile, name, req.Node, req.Now)
+		if !ok {
+			continue
+		}
+		free, holding := slots.Free(ctx, b.Key, b.Size, req.Node.Name, b.expired)
+		switch {
+		case holding:
+			continue
+		case free == 0:
+			return slotsTaken(b)
+		}
+		if n := ahead(b.WakeKey()); n >= free {
+			return linedUp(b, free, n)
+		}
+	}
+	return ""
+}
+
+// Lines are the nodes in line for each budget, as their records show
+// them: by wake key, each node with the time it has waited since. It is
+// how Explain finds the nodes ahead of one where the waiters (which only
+// the replica that evaluates the nodes has) are not at hand.
+type Lines map[string]map[string]time.Time
+
+// Add puts node in key's line, waiting since since; a node in line twice
+// (for a budget two profiles share) keeps the earlier time.
+func (l Lines) Add(key, node string, since time.Time) {
+	if l[key] == nil {
+		l[key] = map[string]time.Time{}
+	}
+	if at, ok := l[key][node]; !ok || since.Before(at) {
+		l[key][node] = since
+	}
+}
+
+// Ahead counts the nodes in key's line that have waited longer than node,
+// which waits since since.
+func (l Lines) Ahead(key, node string, since time.Time) int {
+	n := 0
+	for other, at := range l[key] {
+		if other != node && before(at, other, since, node) {
+			n++
+		}
+	}
+	return n
+}

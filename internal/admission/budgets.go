@@ -1,0 +1,215 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+)
+
+// Profile is what admission reads of a running profile: its checks (which
+// of them are budgets) and its compiled transitions.
+type Profile struct {
+	Spec        *pitstopv1alpha1.MaintenanceProfile
+	Transitions map[pitstopv1alpha1.MaintenanceState][]engine.CompiledTransition
+}
+
+// Budget is the slots a budget check stands for on one node.
+type Budget struct {
+	Key  budget.Key
+	Size int
+	// Check is the budget's check; MaxMaintenance its configuration, if
+	// it is a maxMaintenance check.
+	Check          string
+	MaxMaintenance *pitstopv1alpha1.MaxMaintenanceCheck
+	// stale says a holder no longer needs its slot; it may read the API
+	// server. expired says so from the Lease alone (a stagger slot whose
+	// time ran out), or is nil.
+	stale, expired budget.Stale
+}
+
+// WakeKey names what the nodes waiting for a slot of the budget wait on.
+func (b Budget) WakeKey() string { return budgetWakeKey(b.Key) }
+
+// BudgetOf returns the slots the check checkName of p stands for on node,
+// if it is a budget (check.BudgetOf), with the staleness rule of a stagger
+// slot (expired at now); a maxMaintenance slot's rule reads the cluster
+// (Admission.budgetOf).
+func BudgetOf(p Profile, checkName string, node *corev1.Node, now time.Time) (Budget, bool) {
+	for _, inst := range p.Spec.Spec.Checks {
+		if inst.Name != checkName {
+			continue
+		}
+		b, ok := check.BudgetOf(p.Spec.Name, inst, node)
+		if !ok {
+			return Budget{}, false
+		}
+		sb := Budget{Key: b.Key, Size: b.Size, Check: checkName, MaxMaintenance: b.MaxMaintenance}
+		if b.MaxMaintenance == nil {
+			lasts := b.Lasts
+			sb.expired = func(_ string, l *coordinationv1.Lease) bool {
+				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(lasts))
+			}
+			sb.stale = sb.expired
+		}
+		return sb, true
+	}
+	return Budget{}, false
+}
+
+// MaxMaintenanceBudgets returns the budgets of the profile's
+// maxMaintenance checks that the node counts against.
+func MaxMaintenanceBudgets(p Profile, node *corev1.Node) []Budget {
+	var budgets []Budget
+	for _, inst := range p.Spec.Spec.Checks {
+		if b, ok := BudgetOf(p, inst.Name, node, time.Time{}); ok && b.MaxMaintenance != nil {
+			budgets = append(budgets, b)
+		}
+	}
+	return budgets
+}
+
+// MaxMaintenanceBudgetNames names the budgets of maxMaintenance checks
+// (Key.Name): the one shared by every profile, and the own budget of each
+// profile with such a check.
+func MaxMaintenanceBudgetNames(profiles []pitstopv1alpha1.MaintenanceProfile) map[string]bool {
+	names := map[string]bool{check.AllProfilesBudget: true}
+	for _, p := range profiles {
+		for _, inst := range p.Spec.Checks {
+			if b, ok := check.BudgetOf(p.Name, inst, &corev1.Node{}); ok && b.MaxMaintenance != nil {
+				names[b.Key.Name] = true
+			}
+		}
+	}
+	return names
+}
+
+// LineKeys names the budgets that alone keep a node in state from moving
+// into maintenance: the wake keys of the budget checks that failed (by
+// passed) in a transition into maintenance that would pass with them.
+func LineKeys(p Profile, node *corev1.Node, state pitstopv1alpha1.MaintenanceState, passed map[string]bool) []string {
+	if state == pitstopv1alpha1.StateInMaintenance {
+		return nil
+	}
+	var keys []string
+	for _, t := range p.Transitions[state] {
+		if t.Next != pitstopv1alpha1.StateInMaintenance {
+			continue
+		}
+		withSlots := maps.Clone(passed)
+		var budgets []Budget
+		for _, name := range t.Expression.Names() {
+			if b, ok := BudgetOf(p, name, node, time.Time{}); ok && !passed[name] {
+				withSlots[name] = true
+				budgets = append(budgets, b)
+			}
+		}
+		if len(budgets) == 0 {
+			continue
+		}
+		if ok, err := t.Expression.Eval(withSlots); err != nil || !ok {
+			continue
+		}
+		for _, b := range budgets {
+			keys = append(keys, b.WakeKey())
+		}
+	}
+	return keys
+}
+
+// WakeKeys names what a node that stays in state waits for from the rest of
+// the fleet: the budgets of its transitions' budget checks, and the
+// profile itself for checks that look at other nodes.
+func WakeKeys(p Profile, node *corev1.Node, state pitstopv1alpha1.MaintenanceState) []string {
+	var keys []string
+	for _, t := range p.Transitions[state] {
+		for _, name := range t.Expression.Names() {
+			if b, ok := BudgetOf(p, name, node, time.Time{}); ok {
+				keys = append(keys, b.WakeKey())
+				continue
+			}
+			for _, inst := range p.Spec.Spec.Checks {
+				if inst.Name == name && check.ReadsOf(inst) == check.ReadsFleet {
+					keys = append(keys, ProfileWakeKey(p.Spec.Name))
+				}
+			}
+		}
+	}
+	return keys
+}
+
+func budgetWakeKey(k budget.Key) string { return "budget/" + k.Name + "/" + k.Group }
+
+// ProfileWakeKey names what the nodes whose checks count the profile's
+// other nodes wait on.
+func ProfileWakeKey(profile string) string { return "profile/" + profile }
+
+// slotsTaken says why a node is not let in when every slot of budget b is
+// taken.
+func slotsTaken(b Budget) string {
+	return fmt.Sprintf("all %d slots of budget %s are taken", b.Size, b.Check)
+}
+
+// linedUp says why a node is not let in when the nodes ahead of it in line
+// take the free slots of budget b.
+func linedUp(b Budget, free, ahead int) string {
+	return fmt.Sprintf("%d of the %d slots of budget %s are free, and %d nodes have waited longer for them", free, b.Size, b.Check, ahead)
+}
+
+func groupScope(m *pitstopv1alpha1.MaxMaintenanceCheck, node *corev1.Node) string {
+	if m.GroupBy == "" {
+		return ""
+	}
+	return fmt.Sprintf(" with %s=%q", m.GroupBy, node.Labels[m.GroupBy])
+}
+
+// Use is how full one budget check of a profile is.
+type Use struct {
+	Check      string
+	Used, Size int
+}
+
+// Used reports each budget check of the profile (maxMaintenance and
+// stagger, in the order listed) with the slots the cache shows taken at
+// now. A budget per group reports its fullest group: of keys, the budgets
+// with slot Leases, the groups of this one. Slots are reckoned as Admit
+// takes them.
+func Used(ctx context.Context, slots *budget.Slots, p Profile, keys []budget.Key, now time.Time) ([]Use, error) {
+	var out []Use
+	for _, inst := range p.Spec.Spec.Checks {
+		// A node without labels stands for every node but the group: its
+		// key is the budget's name, with the groupBy label and no value.
+		b, ok := BudgetOf(p, inst.Name, &corev1.Node{}, now)
+		if !ok {
+			continue
+		}
+		groups := []budget.Key{b.Key}
+		if m := b.MaxMaintenance; m != nil && m.GroupBy != "" {
+			groups = groups[:0]
+			for _, k := range keys {
+				if k.Name == b.Key.Name && strings.HasPrefix(k.Group, b.Key.Group) { // "zone=" starts every zone's
+					groups = append(groups, k)
+				}
+			}
+		}
+		u := Use{Check: inst.Name, Size: b.Size}
+		for _, k := range groups {
+			n, err := slots.CachedUsed(ctx, k, b.Size, b.expired)
+			if err != nil {
+				return nil, err
+			}
+			u.Used = max(u.Used, n)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
