@@ -25,6 +25,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
 // slotGrace spares a maxMaintenance slot just taken from the staleness
@@ -213,15 +214,32 @@ func (a *Admission) release(ctx context.Context, b Budget, node string) {
 	}
 }
 
-// Sweep gives back the maxMaintenance slots whose holder is out of
-// maintenance: left by a manager stopped between writing a node out of
-// maintenance and giving its slot back.
+// Sweep gives back the slots whose holder is out of maintenance: of the
+// maxMaintenance budgets, slots left by a manager stopped between writing
+// a node out of maintenance and giving its slot back; of any budget that
+// no profile has any more (its profile was deleted), every such slot, so
+// that one whose release was missed does not stay forever.
 func (a *Admission) Sweep(ctx context.Context, profiles []pitstopv1alpha1.MaintenanceProfile) error {
-	budgets := MaxMaintenanceBudgetNames(profiles)
+	maxMaintenance := MaxMaintenanceBudgetNames(profiles)
+	known := budgetNames(profiles)
 	stale := a.notInMaintenance(ctx, a.clock.Now())
 	return a.slots.Sweep(ctx, func(key budget.Key, holder string, lease *coordinationv1.Lease) bool {
-		return budgets[key.Name] && stale(holder, lease)
+		return (maxMaintenance[key.Name] || !known[key.Name]) && stale(holder, lease)
 	})
+}
+
+// budgetNames names every budget of the profiles (Key.Name), of
+// maxMaintenance and stagger checks, and the one shared by every profile.
+func budgetNames(profiles []pitstopv1alpha1.MaintenanceProfile) map[string]bool {
+	names := map[string]bool{check.AllProfilesBudget: true}
+	for _, p := range profiles {
+		for _, inst := range p.Spec.Checks {
+			if b, ok := check.BudgetOf(p.Name, inst, &corev1.Node{}); ok {
+				names[b.Key.Name] = true
+			}
+		}
+	}
+	return names
 }
 
 // budgetOf returns the slots a check stands for, if it is a budget, with

@@ -228,6 +228,32 @@ func TestCachedSlotsFallBackToTheAPIServer(t *testing.T) {
 	}
 }
 
+// TestTwoReplicasGiveANodeOneSlot: two replicas let the same node in at
+// once, neither cache showing the other's slot: the second finds the slot
+// it tries already the node's and takes no other, so a budget of two still
+// has a slot for the next node.
+func TestTwoReplicasGiveANodeOneSlot(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-two-replicas")
+	key := Key{Name: "replicas"}
+	first := &Slots{Client: env.Client, Cache: staticCache{}, Namespace: ns}
+	second := &Slots{Client: env.Client, Cache: staticCache{}, Namespace: ns}
+	name, ok, err := first.Acquire(t.Context(), key, 2, "node-0", time.Now(), nil)
+	if err != nil || !ok {
+		t.Fatalf("first replica: %v %v", ok, err)
+	}
+	again, ok, err := second.Acquire(t.Context(), key, 2, "node-0", time.Now(), nil)
+	if err != nil || !ok || again != name {
+		t.Fatalf("second replica: %q %v %v, want the first's %q", again, ok, err, name)
+	}
+	live := &Slots{Client: env.Client, Namespace: ns}
+	if h, _ := live.Holders(t.Context(), key); len(h) != 1 {
+		t.Fatalf("holders %v, want node-0 once", h)
+	}
+	if _, ok, err := second.Acquire(t.Context(), key, 2, "node-1", time.Now(), nil); err != nil || !ok {
+		t.Fatalf("node-1 finds the budget of two full: %v %v", ok, err)
+	}
+}
+
 // TestALostRaceForAFreedSlotAsksNothingMore: nodes woken together for a
 // freed slot race for it with a create each. A node whose cache shows a
 // free slot another node has just taken goes on to the next slot its

@@ -10,6 +10,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +23,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
@@ -460,3 +462,40 @@ func (c *leaseSnapshot) List(_ context.Context, list client.ObjectList, opts ...
 type noLeases struct{ client.Reader }
 
 func (noLeases) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// TestTheSweepGivesBackTheSlotsOfADeletedProfilesBudget: a slot of a
+// budget no profile has any more (its profile was deleted, and the slot's
+// release was missed) is given back by the sweep once its holder is out of
+// maintenance; one whose holder is still under maintenance stays.
+func TestTheSweepGivesBackTheSlotsOfADeletedProfilesBudget(t *testing.T) {
+	testutil.Create(t, env.Client, testutil.Node("swept-held-0"))
+	held := &pitstopv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: maintenance.ForProfile("swept-held-0")},
+		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "swept-held-0"},
+	}
+	testutil.Create(t, env.Client, held)
+	// Later tests' budgets shared by every profile would count it.
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), held) })
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pitstop-system"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	slots := &budget.Slots{Client: env.Client, Namespace: ns.Name}
+	gone := budget.Key{Name: "swept-gone-profile"}
+	for _, holder := range []string{"swept-out-0", "swept-held-0"} {
+		// Taken a minute ago: past the grace of a transition being written.
+		if _, ok, err := slots.Acquire(t.Context(), gone, 2, holder, time.Now().Add(-time.Minute), nil); err != nil || !ok {
+			t.Fatalf("taking a slot for %s: %v, %v", holder, ok, err)
+		}
+	}
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{}) // sweeps at start
+	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if held := slotsHeldBy(t, "swept-out-0"); held != 0 {
+			return fmt.Errorf("swept-out-0, not under maintenance, still holds %d slots of a deleted profile's budget", held)
+		}
+		return nil
+	})
+	if held := slotsHeldBy(t, "swept-held-0"); held != 1 {
+		t.Errorf("swept-held-0, under maintenance, holds %d slots, want 1", held)
+	}
+}

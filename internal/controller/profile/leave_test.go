@@ -268,7 +268,8 @@ func awaitDrainBlocked(t *testing.T, name string) {
 	testutil.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		nm := &pitstopv1alpha1.NodeMaintenance{}
 		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, nm); err != nil {
-			return err
+			node := testutil.GetNode(t, env.Client, strings.TrimPrefix(name, "profile-"))
+			return fmt.Errorf("%v; the node's record: %s; slots: %s", err, node.Annotations[pitstopv1alpha1.AnnotationMaintenanceData], slotHolders(t))
 		}
 		if !meta.IsStatusConditionFalse(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained) {
 			return fmt.Errorf("drain not blocked yet: %+v", nm.Status.Conditions)
@@ -303,6 +304,22 @@ func awaitLeft(t *testing.T, profile, node string) {
 		return nil
 	})
 	awaitEvent(t, node, "LeftProfile", "left profile "+profile)
+}
+
+// slotHolders lists every budget slot and its holder, for failures.
+func slotHolders(t *testing.T) string {
+	t.Helper()
+	leases := &coordinationv1.LeaseList{}
+	if err := env.Client.List(t.Context(), leases, client.InNamespace("pitstop-system")); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range leases.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			out = append(out, l.Name+"="+*l.Spec.HolderIdentity)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // slotsHeldBy counts the budget slots node holds.
