@@ -314,6 +314,17 @@ func (a *Admission) WakeOnChange(key, except string) []string {
 	return a.waiters.oldest(key, except)
 }
 
+// MaintenanceEnded wakes the longest-waiting nodes on every budget shared
+// by every profile, once the cache sees a NodeMaintenance deleted or its
+// deletion started: such budgets count every node under maintenance, a
+// user's drain or a Machine's among them, which hold no slot whose release
+// would wake anyone.
+func (a *Admission) MaintenanceEnded() {
+	for _, key := range a.waiters.keys("budget/" + check.AllProfilesBudget + "/") {
+		a.waiters.notify(key, "")
+	}
+}
+
 // SlotDeleted wakes the nodes waiting on a budget once the cache sees one
 // of its slots given back.
 func (a *Admission) SlotDeleted(lease *coordinationv1.Lease) {

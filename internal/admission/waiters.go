@@ -2,6 +2,7 @@ package admission
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -281,6 +282,19 @@ func (w *waiters) handedOver(key, node string, now time.Time) bool {
 	defer w.mu.Unlock()
 	at, ok := w.handed[onKey(key, node)]
 	return ok && now.Sub(at) < handedOverFor
+}
+
+// keys names the wake keys with waiters that start with prefix.
+func (w *waiters) keys(prefix string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for k := range w.byKey {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // notify wakes the longest-waiting nodes on key, other than the node that

@@ -86,11 +86,16 @@ func TestABudgetCountsEveryMaintenanceInItsScope(t *testing.T) {
 		awaitNodeState(t, "occ-user-0", pitstopv1alpha1.StateMaintenanceRequired)
 		staysOut(t, "occ-user-0", "occ-by-hand")
 
-		// Once the user's maintenance ends, the node goes in.
+		// Once the user's maintenance ends, the node goes in: the end
+		// wakes it, rather than its recheck (every 30 s).
+		ended := time.Now()
 		if err := env.Client.Delete(t.Context(), nm); err != nil {
 			t.Fatal(err)
 		}
 		awaitNodeState(t, "occ-user-0", pitstopv1alpha1.StateInMaintenance)
+		if took := time.Since(ended); took > 10*time.Second {
+			t.Errorf("occ-user-0 went in %s after the user's maintenance ended: the end did not wake it", took.Round(time.Second))
+		}
 	})
 }
 

@@ -99,6 +99,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, firstFromMapFunc(nodeOfMaintenance), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return maintenanceStepChanged(e.ObjectOld.(*pitstopv1alpha1.NodeMaintenance), e.ObjectNew.(*pitstopv1alpha1.NodeMaintenance))
 		}})).
+		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.Funcs{UpdateFunc: r.wakeOnMaintenanceEnding, DeleteFunc: r.wakeOnMaintenanceDeleted}).
 		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
 		Complete(r)
 	if err != nil {
@@ -267,6 +268,23 @@ func (r *Reconciler) wakeOnSlotFreed(_ context.Context, e event.UpdateEvent, _ w
 	newLease, okNew := e.ObjectNew.(*coordinationv1.Lease)
 	if okOld && okNew {
 		r.admission.SlotChanged(oldLease, newLease)
+	}
+}
+
+// wakeOnMaintenanceEnding wakes the nodes waiting on budgets shared by
+// every profile once the cache sees a NodeMaintenance's deletion start:
+// its node no longer counts against them.
+func (r *Reconciler) wakeOnMaintenanceEnding(_ context.Context, e event.UpdateEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero() {
+		r.admission.MaintenanceEnded()
+	}
+}
+
+// wakeOnMaintenanceDeleted does the same for a NodeMaintenance deleted at
+// once (no finalizer held it).
+func (r *Reconciler) wakeOnMaintenanceDeleted(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if e.Object.GetDeletionTimestamp().IsZero() {
+		r.admission.MaintenanceEnded()
 	}
 }
 
