@@ -43,6 +43,9 @@ type Instance struct {
 	IAMInstanceProfile string
 	Tags               map[string]string
 	LaunchTime         time.Time
+	// Events are the events EC2 has scheduled for the instance
+	// (ScheduleEvent).
+	Events []ScheduledEvent
 }
 
 // Subnet is a subnet the fake knows.
@@ -272,6 +275,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		resp, fault = s.describeSecurityGroups(params)
 	case "DescribeImages":
 		resp, fault = s.describeImages(params)
+	case "DescribeInstanceStatus":
+		resp, fault = s.describeInstanceStatus(params)
 	default:
 		fault = &Fault{Code: "InvalidAction", Message: fmt.Sprintf("The action %s is not valid for this web service.", req.Action), Status: http.StatusBadRequest}
 	}

@@ -1,0 +1,117 @@
+package aws_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+)
+
+// eventsClient is an EC2 client of the fake, retrying throttling three
+// times without waiting.
+func eventsClient(f *ec2fake.Server) *ec2.Client {
+	return ec2.New(ec2.Options{
+		Region:       region,
+		BaseEndpoint: awssdk.String(f.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider(accessKeyID, secretKey, ""),
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 3
+			o.MaxBackoff = time.Millisecond
+		}),
+	})
+}
+
+// TestScheduledEventsAreListedInAFewCalls: the events of 2,500
+// instances, of which the cluster's are 2,000, are read in pages of a
+// thousand filtered on the event codes, never one call per instance; only
+// the cluster's instances' events come back, each with its state (EC2
+// keeps completed and canceled events listed a while), and an instance
+// with two events has both.
+func TestScheduledEventsAreListedInAFewCalls(t *testing.T) {
+	f := ec2fake.New(t)
+	f.AddCredentials(accessKeyID, secretKey)
+	cluster := map[string]bool{}
+	var ids []string
+	for i := range 2500 {
+		id := f.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+		ids = append(ids, id)
+		if i < 2000 {
+			cluster[id] = true
+		}
+	}
+	at := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
+	f.ScheduleEvent(ids[10], ec2fake.ScheduledEvent{ID: "instance-event-0a", Code: "instance-retirement", Description: "The instance is running on degraded hardware", NotBefore: at, NotBeforeDeadline: at.Add(72 * time.Hour)})
+	f.ScheduleEvent(ids[10], ec2fake.ScheduledEvent{ID: "instance-event-0b", Code: "system-reboot", Description: "scheduled reboot", NotBefore: at.Add(time.Hour), NotAfter: at.Add(3 * time.Hour)})
+	f.ScheduleEvent(ids[1500], ec2fake.ScheduledEvent{ID: "instance-event-0c", Code: "instance-stop", Description: "[Completed] The instance is running on degraded hardware", NotBefore: at})
+	f.ScheduleEvent(ids[2200], ec2fake.ScheduledEvent{ID: "instance-event-0d", Code: "system-maintenance", Description: "not the cluster's", NotBefore: at})
+	f.SetState(ids[1500], ec2fake.StateStopped) // a stopped instance's events count too
+
+	events, err := aws.ScheduledEvents(context.Background(), eventsClient(f), cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []aws.ScheduledEvent{
+		{InstanceID: ids[10], ID: "instance-event-0a", Code: "instance-retirement", Description: "The instance is running on degraded hardware", State: aws.EventScheduled, NotBefore: at, NotBeforeDeadline: at.Add(72 * time.Hour)},
+		{InstanceID: ids[10], ID: "instance-event-0b", Code: "system-reboot", Description: "scheduled reboot", State: aws.EventScheduled, NotBefore: at.Add(time.Hour), NotAfter: at.Add(3 * time.Hour)},
+		{InstanceID: ids[1500], ID: "instance-event-0c", Code: "instance-stop", Description: "[Completed] The instance is running on degraded hardware", State: aws.EventCompleted, NotBefore: at},
+	}
+	if !slices.EqualFunc(events, want, func(a, b aws.ScheduledEvent) bool {
+		return a.InstanceID == b.InstanceID && a.ID == b.ID && a.Code == b.Code && a.Description == b.Description && a.State == b.State &&
+			a.NotBefore.Equal(b.NotBefore) && a.NotAfter.Equal(b.NotAfter) && a.NotBeforeDeadline.Equal(b.NotBeforeDeadline)
+	}) {
+		t.Errorf("events:\n%+v\nwant:\n%+v", events, want)
+	}
+	calls := f.Requests("DescribeInstanceStatus")
+	if len(calls) != 3 {
+		t.Errorf("%d calls for 2,500 instances, want 3 (pages of a thousand)", len(calls))
+	}
+	for _, c := range calls {
+		if c.Params.Get("Filter.1.Name") != "event.code" || c.Params.Get("MaxResults") != "1000" || c.Params.Has("InstanceId.1") {
+			t.Errorf("a call not filtered on the event codes, in pages of a thousand: %v", c.Params)
+		}
+	}
+}
+
+// TestScheduledEventsRetryThrottlingAndReportErrors: a throttled call is
+// retried; one that keeps failing is an error, never an empty list.
+func TestScheduledEventsRetryThrottlingAndReportErrors(t *testing.T) {
+	f := ec2fake.New(t)
+	f.AddCredentials(accessKeyID, secretKey)
+	id := f.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+	f.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-1", Code: "system-reboot", NotBefore: time.Now().Add(time.Hour)})
+	c := eventsClient(f)
+
+	f.Fail("DescribeInstanceStatus", 2, ec2fake.Throttled)
+	events, err := aws.ScheduledEvents(context.Background(), c, map[string]bool{id: true})
+	if err != nil || len(events) != 1 {
+		t.Fatalf("after two throttled calls: %v, %v; want the event", events, err)
+	}
+
+	f.Fail("DescribeInstanceStatus", -1, ec2fake.Fault{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation.", Status: 403})
+	events, err = aws.ScheduledEvents(context.Background(), c, map[string]bool{id: true})
+	if err == nil || events != nil {
+		t.Fatalf("refused: %v, %v; want an error and no list", events, err)
+	}
+}
+
+// TestInstanceIDOf reads the instance ID of a providerID.
+func TestInstanceIDOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"aws:///us-east-1a/i-0123456789abcdef0": "i-0123456789abcdef0",
+		"aws:///i-0123":                         "i-0123",
+		"gce://project/zone/name":               "",
+		"aws:///us-east-1a/":                    "",
+	} {
+		if got := aws.InstanceIDOf(in); got != want {
+			t.Errorf("InstanceIDOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
