@@ -42,6 +42,22 @@ const (
 	// budget slots given back.
 	FinalizerMaintenanceProfile = "pitstop.dev/maintenance-profile"
 
+	// LabelScheduledEvent on a node names the code of its earliest
+	// scheduled cloud event (instance-retirement, system-reboot, ...):
+	// profiles select or check it like any label.
+	LabelScheduledEvent = "pitstop.dev/scheduled-event"
+	// AnnotationScheduledEventNotBefore on a node is when its earliest
+	// scheduled event starts, AnnotationScheduledEventStartBy its latest
+	// safe start (RFC 3339): what the deadline check reads.
+	AnnotationScheduledEventNotBefore = "pitstop.dev/scheduled-event-not-before"
+	AnnotationScheduledEventStartBy   = "pitstop.dev/scheduled-event-start-by"
+	// AnnotationScheduledEventObject names the node's MachineMaintenance
+	// (namespace/name) for that event.
+	AnnotationScheduledEventObject = "pitstop.dev/scheduled-event-object"
+	// ConditionScheduledEvent is the node condition that says a cloud
+	// event is scheduled for the node's instance.
+	ConditionScheduledEvent = "ScheduledEvent"
+
 	// LabelExcludeFromRemediation on a node tells health checkers (pitstop's,
 	// and medik8s' NodeHealthCheck) that the node is down on purpose.
 	LabelExcludeFromRemediation = "remediation.medik8s.io/exclude-from-remediation"
@@ -60,6 +76,18 @@ const (
 	// AnnotationMachine on a NodeMaintenance names the Machine (namespace/
 	// name) whose deletion it drains for.
 	AnnotationMachine = "pitstop.dev/machine"
+)
+
+// On MachineMaintenances and MachineSets.
+const (
+	// LabelMachineMaintenanceNode marks a MachineMaintenance with its
+	// node's name, so that a node's events can be listed.
+	LabelMachineMaintenanceNode = "pitstop.dev/node"
+	// AnnotationSurgePrefix + a MachineMaintenance's name on a MachineSet
+	// says that its replacement added one replica there; the value is the
+	// replica count before. Written in the same update as the count, so
+	// a restart never scales up twice or forgets to scale back.
+	AnnotationSurgePrefix = "surge.pitstop.dev/"
 )
 
 // On Leases and Secrets.

@@ -20,7 +20,7 @@ const (
 )
 
 // CheckInstance is a named check: exactly one of its plugin fields is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze), has(self.deadline)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type CheckInstance struct {
 	// Name is how transitions refer to the check: letters, digits and _.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
@@ -71,6 +71,26 @@ type CheckInstance struct {
 	// Freeze fails while any freeze period is active.
 	// +optional
 	Freeze *FreezeCheck `json:"freeze,omitempty"`
+	// Deadline passes when the node's scheduled cloud event is near: it
+	// starts within the duration, or (without one) its latest safe start
+	// has come.
+	// +optional
+	Deadline *DeadlineCheck `json:"deadline,omitempty"`
+}
+
+// DeadlineCheck passes when the node's earliest scheduled cloud event (see
+// MachineMaintenance) starts within Within, or, when Within is unset, once
+// the event's latest safe start has come. A node without an event fails it.
+type DeadlineCheck struct {
+	// Within is a Go duration ("6h"). Unset: pass at the latest safe start
+	// pitstop computed (the event's start minus the time the action takes
+	// on this cluster, minus a margin).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	// +optional
+	Within *Duration `json:"within,omitempty"`
 }
 
 // KeyValueCheck names a label or annotation and optionally its value.
@@ -259,7 +279,7 @@ type FreezePeriod struct {
 }
 
 // TriggerInstance is a named trigger: exactly one plugin field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.drain), has(self.restore)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.drain), has(self.restore), has(self.replaceMachine), has(self.rebootInstance)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type TriggerInstance struct {
 	// Name is how transitions refer to the trigger: letters, digits and _.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
@@ -281,6 +301,60 @@ type TriggerInstance struct {
 	// Restore deletes the node's NodeMaintenance and waits until it is gone.
 	// +optional
 	Restore *RestoreTrigger `json:"restore,omitempty"`
+	// ReplaceMachine replaces the node's Machine (with surge: a new one
+	// first) and waits until the old one is gone.
+	// +optional
+	ReplaceMachine *ReplaceMachineTrigger `json:"replaceMachine,omitempty"`
+	// RebootInstance drains the node, reboots its instance through the
+	// cloud provider, waits for it to come back and restores it.
+	// +optional
+	RebootInstance *RebootInstanceTrigger `json:"rebootInstance,omitempty"`
+}
+
+// ControlPlanePolicy says what replaceMachine does with a control-plane
+// machine.
+// +kubebuilder:validation:Enum=Replace;AlertOnly
+type ControlPlanePolicy string
+
+const (
+	// ControlPlaneReplace replaces it with surge only, one control-plane
+	// machine at a time, its node drained under the quorum guard.
+	ControlPlaneReplace ControlPlanePolicy = "Replace"
+	// ControlPlaneAlertOnly never replaces it: the trigger waits and the
+	// MachineMaintenance says that someone must act.
+	ControlPlaneAlertOnly ControlPlanePolicy = "AlertOnly"
+)
+
+// ReplaceMachineTrigger replaces the node's Machine. Its progress is kept in
+// the node's MachineMaintenance, so a restart resumes it.
+type ReplaceMachineTrigger struct {
+	// Surge scales the Machine's MachineSet up by one, waits for the new
+	// Machine Running and its Node Ready, then removes the old Machine
+	// and scales back: capacity never drops. Default: true when the
+	// Machine belongs to a MachineSet. Without surge the Machine is
+	// deleted and its node drained as for any Machine deletion.
+	// +optional
+	Surge *bool `json:"surge,omitempty"`
+	// ControlPlane says what happens to a control-plane machine.
+	// +kubebuilder:default=Replace
+	// +optional
+	ControlPlane ControlPlanePolicy `json:"controlPlane,omitempty"`
+}
+
+// RebootInstanceTrigger reboots the node's instance in place.
+type RebootInstanceTrigger struct {
+	// Drain tunes the drain before the reboot, as NodeMaintenance
+	// spec.drain.
+	// +optional
+	Drain DrainSpec `json:"drain,omitempty"`
+	// Timeout bounds the wait for the node to come back (a new boot ID
+	// and Ready); past it the action fails and the node stays cordoned.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:default="30m"
+	// +optional
+	Timeout *Duration `json:"timeout,omitempty"`
 }
 
 // AlterTrigger sets (or removes) a key on the node.

@@ -9,6 +9,9 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 )
 
 // EventCodes are the codes of the events EC2 schedules for instances:
@@ -95,3 +98,145 @@ func scheduledEvent(instance string, e ec2types.InstanceStatusEvent) ScheduledEv
 // InstanceIDOf returns the EC2 instance ID of a Node's or Machine's
 // spec.providerID (aws:///us-east-1a/i-0123), or "" when it names none.
 func InstanceIDOf(providerID string) string { return instanceIDFrom(providerID) }
+
+// Target is an instance whose scheduled events pitstop follows: one that
+// backs a Machine (its region and credentials are the Machine's, as the
+// provider uses them) or a Node without one (the region of its zone, the
+// default credentials).
+type Target struct {
+	InstanceID string
+	// Region is the instance's region; empty: the provider's default.
+	Region string
+	// Namespace and CredentialsSecret name the Secret holding the keys
+	// (the Machine's providerSpec credentialsSecret); empty: the SDK's
+	// default credential chain.
+	Namespace, CredentialsSecret string
+}
+
+// MachineTarget returns the target of a Machine's instance; false when the
+// Machine is not an aws one or has no instance yet.
+func MachineTarget(m *machinev1beta1.Machine) (Target, bool) {
+	if kind, err := provider.SpecKind(m); err != nil || kind != Kind {
+		return Target{}, false
+	}
+	spec, st, err := decode(m)
+	if err != nil {
+		return Target{}, false
+	}
+	id := knownInstanceID(m, st)
+	if id == "" {
+		return Target{}, false
+	}
+	t := Target{InstanceID: id, Region: spec.Placement.Region, Namespace: m.Namespace}
+	if t.Region == "" {
+		t.Region = RegionOfZone(spec.Placement.AvailabilityZone)
+	}
+	if ref := spec.CredentialsSecret; ref != nil {
+		t.CredentialsSecret = ref.Name
+	}
+	return t, true
+}
+
+// NodeTarget returns the target of a Node's instance, from its
+// spec.providerID (aws:///us-east-1a/i-0123); false when it names none.
+func NodeTarget(providerID string) (Target, bool) {
+	id := instanceIDFrom(providerID)
+	if id == "" {
+		return Target{}, false
+	}
+	rest := strings.TrimPrefix(providerID, "aws://")
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	var region string
+	if len(parts) == 2 {
+		region = RegionOfZone(parts[0])
+	}
+	return Target{InstanceID: id, Region: region}, true
+}
+
+// RegionOfZone returns the region of an availability zone (us-east-1a →
+// us-east-1), or "" when the zone's name does not say (a Local Zone).
+func RegionOfZone(zone string) string {
+	region := strings.TrimRightFunc(zone, func(r rune) bool { return r >= 'a' && r <= 'z' })
+	if region == zone || !regionPattern.MatchString(region) {
+		return ""
+	}
+	return region
+}
+
+// PollResult is what one poll of EC2 found.
+type PollResult struct {
+	// Events are the scheduled events of the targets that could be read.
+	Events []ScheduledEvent
+	// Failed are the targets whose events could not be read, by instance
+	// ID, with the error: they must not look free of events.
+	Failed map[string]error
+	// Calls is how many DescribeInstanceStatus pages EC2 returned.
+	Calls int
+}
+
+// ScheduledEventsOf lists the scheduled events of the targets: one paged
+// listing per region and credentials, never a call per instance.
+func (p *Provider) ScheduledEventsOf(ctx context.Context, targets []Target) PollResult {
+	type groupKey struct{ region, namespace, secret string }
+	groups := map[groupKey]map[string]bool{}
+	var order []groupKey
+	for _, t := range targets {
+		k := groupKey{t.Region, t.Namespace, t.CredentialsSecret}
+		if t.CredentialsSecret == "" {
+			k.namespace = ""
+		}
+		if groups[k] == nil {
+			groups[k] = map[string]bool{}
+			order = append(order, k)
+		}
+		groups[k][t.InstanceID] = true
+	}
+	res := PollResult{Failed: map[string]error{}}
+	for _, k := range order {
+		err := func() error {
+			s, err := p.sessionFor(ctx, k.region, k.namespace, k.secret)
+			if err != nil {
+				return err
+			}
+			counted := countingStatusAPI{api: s.ec2, calls: &res.Calls}
+			events, err := ScheduledEvents(ctx, counted, groups[k])
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.region, err)
+			}
+			res.Events = append(res.Events, events...)
+			return nil
+		}()
+		if err != nil {
+			for id := range groups[k] {
+				res.Failed[id] = err
+			}
+		}
+	}
+	return res
+}
+
+type countingStatusAPI struct {
+	api   StatusAPI
+	calls *int
+}
+
+func (c countingStatusAPI) DescribeInstanceStatus(ctx context.Context, in *ec2.DescribeInstanceStatusInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstanceStatusOutput, error) {
+	out, err := c.api.DescribeInstanceStatus(ctx, in, opts...)
+	if err == nil {
+		*c.calls++
+	}
+	return out, err
+}
+
+// RebootInstance reboots the target's instance (EC2 RebootInstances): a
+// reboot the owner makes, which completes an instance-reboot event early.
+func (p *Provider) RebootInstance(ctx context.Context, t Target) error {
+	s, err := p.sessionFor(ctx, t.Region, t.Namespace, t.CredentialsSecret)
+	if err != nil {
+		return err
+	}
+	if _, err := s.ec2.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{t.InstanceID}}); err != nil {
+		return fmt.Errorf("rebooting EC2 instance %s in %s: %w", t.InstanceID, s.region, err)
+	}
+	return nil
+}

@@ -2,7 +2,10 @@ package aws_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +116,103 @@ func TestInstanceIDOf(t *testing.T) {
 		if got := aws.InstanceIDOf(in); got != want {
 			t.Errorf("InstanceIDOf(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestScheduledEventsOfAsksOncePerRegionAndCredentials: the instances of
+// three Machines (credentials from their Secret) are read in one call;
+// two Nodes without a Machine use the default credentials, which this
+// test does not have, so their events cannot be read: they are reported
+// failed, with the error, and never as free of events.
+func TestScheduledEventsOfAsksOncePerRegionAndCredentials(t *testing.T) {
+	a := newAccount(t)
+	var targets []aws.Target
+	for i := range 3 {
+		id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+		m := machine(t, "worker-"+strconv.Itoa(i), workerSpec(), withStatus(id))
+		target, ok := aws.MachineTarget(m)
+		if !ok || target.InstanceID != id || target.Region != region || target.CredentialsSecret != credsSecret {
+			t.Fatalf("MachineTarget(%s) = %+v, %v", m.Name, target, ok)
+		}
+		targets = append(targets, target)
+		a.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-" + strconv.Itoa(i), Code: "system-reboot", NotBefore: now.Add(time.Duration(i) * time.Hour)})
+	}
+	for range 2 {
+		id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1b"})
+		target, ok := aws.NodeTarget("aws:///us-east-1b/" + id)
+		if !ok || target.InstanceID != id || target.Region != region {
+			t.Fatalf("NodeTarget = %+v, %v", target, ok)
+		}
+		targets = append(targets, target)
+	}
+	res := a.provider.ScheduledEventsOf(context.Background(), targets)
+	if len(res.Events) != 3 {
+		t.Errorf("events = %+v, want the 3 Machines' events", res.Events)
+	}
+	if res.Calls != 1 || len(a.ec2.Requests("DescribeInstanceStatus")) != 1 {
+		t.Errorf("%d calls counted, %d received; want 1", res.Calls, len(a.ec2.Requests("DescribeInstanceStatus")))
+	}
+	if len(res.Failed) != 2 {
+		t.Fatalf("failed = %v, want the 2 Nodes' instances", res.Failed)
+	}
+	for _, target := range targets[3:] {
+		if res.Failed[target.InstanceID] == nil {
+			t.Errorf("%s is not reported failed", target.InstanceID)
+		}
+	}
+
+	// EC2 refusing every attempt fails every target of the group.
+	a.ec2.Fail("DescribeInstanceStatus", -1, ec2fake.Throttled)
+	res = a.provider.ScheduledEventsOf(context.Background(), targets[:3])
+	if len(res.Events) != 0 || len(res.Failed) != 3 {
+		t.Errorf("throttled: %d events, failed %v; want none and all 3", len(res.Events), res.Failed)
+	}
+	if !strings.Contains(fmt.Sprint(res.Failed[targets[0].InstanceID]), "RequestLimitExceeded") {
+		t.Errorf("error %v does not say EC2 throttled", res.Failed[targets[0].InstanceID])
+	}
+}
+
+// TestRegionOfZone: the region is the zone without its letter; a name
+// that does not end so names no region.
+func TestRegionOfZone(t *testing.T) {
+	for zone, want := range map[string]string{"us-east-1a": "us-east-1", "eu-central-1c": "eu-central-1", "us-gov-west-1b": "us-gov-west-1", "": "", "us-west-2-lax-1a": "", "zone": ""} {
+		if got := aws.RegionOfZone(zone); got != want {
+			t.Errorf("RegionOfZone(%q) = %q, want %q", zone, got, want)
+		}
+	}
+	if _, ok := aws.NodeTarget("kwok://node-1"); ok {
+		t.Error("a kwok node has an aws target")
+	}
+}
+
+// TestRebootInstanceCompletesItsRebootEvent: RebootInstances reboots the
+// instance once; its instance-reboot event completes, its retirement
+// stays scheduled; an instance that is not running cannot be rebooted.
+func TestRebootInstanceCompletesItsRebootEvent(t *testing.T) {
+	a := newAccount(t)
+	id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+	a.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-r", Code: "instance-reboot", Description: "scheduled reboot", NotBefore: now.Add(time.Hour)})
+	a.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-x", Code: "instance-retirement", Description: "degraded hardware", NotBefore: now.Add(time.Hour)})
+	var rebooted []string
+	a.ec2.OnReboot(func(id string) { rebooted = append(rebooted, id) })
+	m := machine(t, "worker-0", workerSpec(), withStatus(id))
+	target, _ := aws.MachineTarget(m)
+	if err := a.provider.RebootInstance(context.Background(), target); err != nil {
+		t.Fatal(err)
+	}
+	if a.ec2.Reboots(id) != 1 || !slices.Equal(rebooted, []string{id}) {
+		t.Errorf("reboots = %d, hook saw %v", a.ec2.Reboots(id), rebooted)
+	}
+	res := a.provider.ScheduledEventsOf(context.Background(), []aws.Target{target})
+	states := map[string]aws.EventState{}
+	for _, e := range res.Events {
+		states[e.Code] = e.State
+	}
+	if states["instance-reboot"] != aws.EventCompleted || states["instance-retirement"] != aws.EventScheduled {
+		t.Errorf("after the reboot: %v", states)
+	}
+	a.ec2.SetState(id, ec2fake.StateStopped)
+	if err := a.provider.RebootInstance(context.Background(), target); err == nil || !strings.Contains(err.Error(), "IncorrectState") {
+		t.Errorf("rebooting a stopped instance: %v", err)
 	}
 }

@@ -30,19 +30,30 @@ const (
 // credentials (the credentialsSecret, else the SDK's default chain). The
 // Secret is read on every call, so rotated keys take effect at once.
 func (p *Provider) session(ctx context.Context, m *machinev1beta1.Machine, spec *machinev1beta1.AWSMachineProviderConfig) (*session, error) {
+	var secret string
+	if ref := spec.CredentialsSecret; ref != nil {
+		secret = ref.Name
+	}
+	return p.sessionFor(ctx, spec.Placement.Region, m.Namespace, secret)
+}
+
+// sessionFor returns an EC2 client for a region (else the provider's,
+// else the SDK's default) with the credentials of the Secret
+// namespace/secret (none named: the SDK's default chain).
+func (p *Provider) sessionFor(ctx context.Context, region, namespace, secret string) (*session, error) {
 	base, err := p.defaultConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
-	region := cmp.Or(spec.Placement.Region, p.opts.Region, base.Region)
+	region = cmp.Or(region, p.opts.Region, base.Region)
 	if region == "" {
 		// The manager's configuration can fix this as well as the
 		// Machine, so the Machine does not fail over it.
 		return nil, errors.New("no AWS region: spec.providerSpec.value.placement.region is empty and no default region is configured")
 	}
 	var creds awssdk.CredentialsProvider
-	if ref := spec.CredentialsSecret; ref != nil {
-		if creds, err = p.credentials(ctx, m.Namespace, ref.Name); err != nil {
+	if secret != "" {
+		if creds, err = p.credentials(ctx, namespace, secret); err != nil {
 			return nil, err
 		}
 	}

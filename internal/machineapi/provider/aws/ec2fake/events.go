@@ -2,7 +2,10 @@ package ec2fake
 
 import (
 	"encoding/xml"
+	"fmt"
+	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -173,4 +176,56 @@ type xmlEvent struct {
 	NotBefore         string `xml:"notBefore,omitempty"`
 	NotAfter          string `xml:"notAfter,omitempty"`
 	NotBeforeDeadline string `xml:"notBeforeDeadline,omitempty"`
+}
+
+// OnReboot makes RebootInstances call f with each instance it reboots, as
+// the instance goes down: a test restarts the instance's node there (a
+// new boot ID). f runs on the request's goroutine, outside the fake's lock.
+func (s *Server) OnReboot(f func(id string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReboot = f
+}
+
+// Reboots returns how many times the instance was rebooted.
+func (s *Server) Reboots(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reboots[id]
+}
+
+// rebootInstances reboots running instances. As on EC2, a reboot the
+// owner makes completes the instance's instance-reboot events (their
+// description gains "[Completed]"); other events stay scheduled.
+func (s *Server) rebootInstances(p url.Values) (any, *Fault) {
+	ids := list(p, "InstanceId")
+	if len(ids) == 0 {
+		return nil, &Fault{Code: "MissingParameter", Message: "The request must contain the parameter InstanceId", Status: http.StatusBadRequest}
+	}
+	var targets []*Instance
+	for _, id := range ids {
+		i := s.instance(id)
+		if i == nil {
+			return nil, notFound("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
+		}
+		if i.State != StateRunning {
+			return nil, &Fault{Code: "IncorrectState", Message: fmt.Sprintf("The instance '%s' is not in a state from which it can be rebooted.", id), Status: http.StatusBadRequest}
+		}
+		targets = append(targets, i)
+	}
+	for _, i := range targets {
+		s.reboots[i.ID]++
+		for k, e := range i.Events {
+			if e.Code == "instance-reboot" && !strings.HasPrefix(e.Description, "[") {
+				i.Events[k].Description = "[Completed] " + e.Description
+			}
+		}
+		if f := s.onReboot; f != nil {
+			id := i.ID
+			s.mu.Unlock()
+			f(id)
+			s.mu.Lock()
+		}
+	}
+	return rebootInstancesResponse{RequestID: s.requestID(), Return: true}, nil
 }

@@ -101,6 +101,8 @@ type Server struct {
 	faults      map[string][]*pendingFault
 	pageSize    int
 	seq         int
+	reboots     map[string]int
+	onReboot    func(id string)
 }
 
 type pendingFault struct {
@@ -111,7 +113,7 @@ type pendingFault struct {
 // New starts a fake EC2 that stops when the test ends. It pages results
 // 1000 at a time, as EC2 does at most; SetPageSize makes pages smaller.
 func New(t testing.TB) *Server {
-	s := &Server{credentials: map[string]string{}, faults: map[string][]*pendingFault{}, pageSize: 1000}
+	s := &Server{credentials: map[string]string{}, faults: map[string][]*pendingFault{}, pageSize: 1000, reboots: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
@@ -277,6 +279,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		resp, fault = s.describeImages(params)
 	case "DescribeInstanceStatus":
 		resp, fault = s.describeInstanceStatus(params)
+	case "RebootInstances":
+		resp, fault = s.rebootInstances(params)
 	default:
 		fault = &Fault{Code: "InvalidAction", Message: fmt.Sprintf("The action %s is not valid for this web service.", req.Action), Status: http.StatusBadRequest}
 	}

@@ -235,3 +235,9 @@ func (i *Instance) xml(groups map[string]SecurityGroup) xmlInstance {
 // launches a second after the one before, so that launch order is
 // deterministic.
 var fakeEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type rebootInstancesResponse struct {
+	XMLName   xml.Name `xml:"http://ec2.amazonaws.com/doc/2016-11-15/ RebootInstancesResponse"`
+	RequestID string   `xml:"requestId"`
+	Return    bool     `xml:"return"`
+}
