@@ -119,6 +119,14 @@ type MachineAction struct {
 	// Surge adds the replacement before the old machine goes.
 	// +optional
 	Surge bool `json:"surge,omitempty"`
+	// ControlPlane says the machine runs the control plane: it is
+	// replaced with surge only, one at a time.
+	// +optional
+	ControlPlane bool `json:"controlPlane,omitempty"`
+	// Timeout bounds a reboot's wait for the node to come back.
+	// +kubebuilder:validation:Type=string
+	// +optional
+	Timeout *Duration `json:"timeout,omitempty"`
 	// Step is where the action stands.
 	Step ActionStep `json:"step"`
 	// MachineSet is the set the machine belongs to (surge scales it).

@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
@@ -106,27 +107,46 @@ type Options struct {
 	// MachineDrainOnTimeout is Fail or ForceDelete, as NodeMaintenance
 	// spec.drain.onTimeout.
 	MachineDrainOnTimeout string
+
+	// CloudEvents are the clouds whose scheduled events pitstop follows
+	// (aws); empty: none.
+	CloudEvents []string
+	// CloudEventsInterval is the time between two polls of the events.
+	CloudEventsInterval time.Duration
+	// ScheduledEventRetention is how long a finished MachineMaintenance
+	// is kept.
+	ScheduledEventRetention time.Duration
+	// ScheduledEventMargin is kept free between an action's expected end
+	// and its event's start (the latest safe start).
+	ScheduledEventMargin time.Duration
+	// ScheduledEventWarnBefore: an event no profile has taken up is
+	// DeadlineAtRisk this long before its latest safe start.
+	ScheduledEventWarnBefore time.Duration
 }
 
 // DefaultOptions are the defaults of `pitstop run`.
 func DefaultOptions() Options {
 	return Options{
-		MetricsAddr:             ":8080",
-		HealthAddr:              ":8081",
-		DashboardAddr:           "127.0.0.1:8082",
-		PprofAddr:               "0",
-		MachineProviders:        []string{"aws"},
-		MachineDrainOnTimeout:   string(pitstopv1alpha1.DrainTimeoutFail),
-		LeaderElection:          true,
-		LeaderElectionNamespace: "pitstop-system",
-		LeaderElectionID:        "pitstop-manager",
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
-		GracefulShutdownTimeout: 30 * time.Second,
-		Webhook:                 DefaultWebhookOptions(),
-		NodeMaintenance:         nodemaintenance.DefaultOptions(),
-		ProfileConcurrency:      10,
+		MetricsAddr:              ":8080",
+		HealthAddr:               ":8081",
+		DashboardAddr:            "127.0.0.1:8082",
+		PprofAddr:                "0",
+		MachineProviders:         []string{"aws"},
+		MachineDrainOnTimeout:    string(pitstopv1alpha1.DrainTimeoutFail),
+		LeaderElection:           true,
+		LeaderElectionNamespace:  "pitstop-system",
+		LeaderElectionID:         "pitstop-manager",
+		LeaseDuration:            15 * time.Second,
+		RenewDeadline:            10 * time.Second,
+		RetryPeriod:              2 * time.Second,
+		GracefulShutdownTimeout:  30 * time.Second,
+		Webhook:                  DefaultWebhookOptions(),
+		NodeMaintenance:          nodemaintenance.DefaultOptions(),
+		ProfileConcurrency:       10,
+		CloudEventsInterval:      5 * time.Minute,
+		ScheduledEventRetention:  machinemaintenance.DefaultRetention,
+		ScheduledEventMargin:     machinemaintenance.DefaultMargin,
+		ScheduledEventWarnBefore: machinemaintenance.DefaultWarnBefore,
 	}
 }
 
@@ -186,6 +206,9 @@ func (o Options) Validate() error {
 	case pitstopv1alpha1.DrainTimeoutFail, pitstopv1alpha1.DrainTimeoutForceDelete:
 	default:
 		return &FlagError{"machine-drain-on-timeout", o.MachineDrainOnTimeout, "must be Fail or ForceDelete"}
+	}
+	if err := o.validateCloudEvents(); err != nil {
+		return err
 	}
 	if err := o.Webhook.validate(); err != nil {
 		return err
@@ -336,6 +359,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if opts.MachineAPI {
 		if err := setupMachineAPI(mgr, opts); err != nil {
 			return nil, fmt.Errorf("setting up the Machine API controllers (--machine-api): %w", err)
+		}
+	}
+	if len(opts.CloudEvents) > 0 {
+		if err := setupCloudEvents(mgr, opts); err != nil {
+			return nil, fmt.Errorf("setting up cloud events (--cloud-events): %w", err)
 		}
 	}
 	if opts.Webhook.Port != 0 {

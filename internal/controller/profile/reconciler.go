@@ -51,6 +51,8 @@ type Reconciler struct {
 	// decisions keeps each node's last evaluation per profile, for its
 	// notifications and the dashboard.
 	decisions *fleet.Decisions
+	// namespace is pitstop's own.
+	namespace string
 }
 
 // Reconcile evaluates every profile of the node and writes the node once.
@@ -191,7 +193,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 	}
 	scratch := want.DeepCopy()
 	for _, tn := range t.Triggers {
-		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Current, Client: r.client})
+		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Current, Since: pr.Since.Time, Now: now, Namespace: r.namespace, Client: r.client})
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
 			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)

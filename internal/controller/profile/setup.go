@@ -67,6 +67,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		records:   fleet.NewRecords(),
 		written:   newWrittenNodes(),
 		decisions: fleet.NewDecisions(),
+		namespace: opts.LeaseNamespace,
 	}
 	r.admission = admission.New(r.slots, r.client, r.apiReader, r.clock)
 	nodes, err := fleet.InformerNodes(mgr.GetCache())
@@ -83,7 +84,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.Add(dispatcher); err != nil {
 		return nil, err
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("profile-node").
 		Watches(&corev1.Node{}, nodeEvents(r.records), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return nodeChanged(e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node))
@@ -100,8 +101,17 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 			return maintenanceStepChanged(e.ObjectOld.(*pitstopv1alpha1.NodeMaintenance), e.ObjectNew.(*pitstopv1alpha1.NodeMaintenance))
 		}})).
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.Funcs{UpdateFunc: r.wakeOnMaintenanceEnding, DeleteFunc: r.wakeOnMaintenanceDeleted}).
-		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
-		Complete(r)
+		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles))
+	// The step of a replacement or reboot a trigger asked for wakes its
+	// node (where the API server serves MachineMaintenances: a cluster
+	// whose CRDs predate them polls instead).
+	gvk := pitstopv1alpha1.GroupVersion.WithKind("MachineMaintenance")
+	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+		b = b.Watches(&pitstopv1alpha1.MachineMaintenance{}, firstFromMapFunc(nodeOfMachineMaintenance), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return actionStepChanged(e.ObjectOld.(*pitstopv1alpha1.MachineMaintenance), e.ObjectNew.(*pitstopv1alpha1.MachineMaintenance))
+		}}))
+	}
+	err = b.Complete(r)
 	if err != nil {
 		return nil, err
 	}
@@ -244,6 +254,24 @@ func maintenanceStepChanged(old, new *pitstopv1alpha1.NodeMaintenance) bool {
 		return o != n
 	}
 	return o.Status != n.Status || o.Reason != n.Reason
+}
+
+// actionStepChanged says a MachineMaintenance's action moved to another
+// step: the trigger that asked for it may be done.
+func actionStepChanged(old, cur *pitstopv1alpha1.MachineMaintenance) bool {
+	o, n := old.Status.Action, cur.Status.Action
+	if o == nil || n == nil {
+		return o != n
+	}
+	return o.Step != n.Step
+}
+
+func nodeOfMachineMaintenance(_ context.Context, o client.Object) []reconcile.Request {
+	node := o.(*pitstopv1alpha1.MachineMaintenance).Spec.NodeName
+	if node == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: node}}}
 }
 
 func nodeOfMaintenance(_ context.Context, o client.Object) []reconcile.Request {

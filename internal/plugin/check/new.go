@@ -102,6 +102,7 @@ func plugins(inst pitstopv1alpha1.CheckInstance, deps Deps) []plugin {
 			return newPrometheusInstant(inst.PrometheusInstant, deps)
 		}},
 		{"freeze", inst.Freeze != nil, ReadsClock, func() (Check, error) { return newFreeze(inst.Freeze) }},
+		{"deadline", inst.Deadline != nil, ReadsNode, func() (Check, error) { return newDeadline(inst.Deadline) }},
 	}
 }
 

@@ -7,12 +7,16 @@
 // are, so a drain is waited for without blocking.
 //
 // +kubebuilder:rbac:groups=pitstop.dev,resources=nodemaintenances,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=pitstop.dev,resources=machinemaintenances,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=pitstop.dev,resources=machinemaintenances/status,verbs=patch
+// +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
 package trigger
 
 import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,7 +37,15 @@ type Context struct {
 	Profile string
 	// From is the state the transition leaves, as the record on Node says.
 	From pitstopv1alpha1.MaintenanceState
-	// Client creates and deletes NodeMaintenances.
+	// Since is when the node entered From.
+	Since time.Time
+	// Now is the instant of the evaluation.
+	Now time.Time
+	// Namespace is pitstop's: it holds the MachineMaintenances of nodes
+	// without a Machine.
+	Namespace string
+	// Client creates and deletes NodeMaintenances and requests actions on
+	// MachineMaintenances.
 	Client client.Client
 }
 
@@ -70,6 +82,10 @@ func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
 		return drainTrigger{spec: *inst.Drain}, nil
 	case inst.Restore != nil:
 		return restoreTrigger{}, nil
+	case inst.ReplaceMachine != nil:
+		return replaceMachineTrigger{spec: *inst.ReplaceMachine}, nil
+	case inst.RebootInstance != nil:
+		return rebootInstanceTrigger{spec: *inst.RebootInstance}, nil
 	}
 	return nil, fmt.Errorf("trigger %s: no plugin set", inst.Name)
 }

@@ -220,6 +220,13 @@ func (s *Server) Fail(action string, times int, f Fault) {
 	s.faults[action] = append(s.faults[action], &pendingFault{fault: f, times: times})
 }
 
+// ClearFaults drops the faults still queued for action.
+func (s *Server) ClearFaults(action string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.faults, action)
+}
+
 // Requests returns the requests received for action (all actions when
 // action is empty), in order, including those answered with a fault.
 func (s *Server) Requests(action string) []Request {

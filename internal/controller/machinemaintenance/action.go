@@ -1,0 +1,361 @@
+package machinemaintenance
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/machineapi"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
+)
+
+// providerPitstop is spec.provider of an object a profile's trigger made
+// for a replacement or reboot without a cloud event.
+const providerPitstop = "pitstop"
+
+// actionOver says whether an action has reached its end.
+func actionOver(a *pitstopv1alpha1.MachineAction) bool {
+	return a.Step == pitstopv1alpha1.StepDone || a.Step == pitstopv1alpha1.StepFailed
+}
+
+// act takes the object's action one step further and records the step
+// before it acts on it, so that a restart resumes where it stopped. It
+// returns when to look again.
+func (r *Reconciler) act(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, all []pitstopv1alpha1.MachineMaintenance, now time.Time) (time.Duration, error) {
+	before := mm.DeepCopy()
+	var err error
+	switch mm.Status.Action.Type {
+	case pitstopv1alpha1.ActionReplace:
+		err = r.replace(ctx, mm, all, now)
+	case pitstopv1alpha1.ActionReboot:
+		err = r.reboot(ctx, mm, now)
+	}
+	a := mm.Status.Action
+	if actionOver(a) && a.CompletionTime == nil {
+		a.CompletionTime = &metav1.Time{Time: now}
+	}
+	if !equality.Semantic.DeepEqual(before.Status, mm.Status) {
+		if perr := r.client.Status().Patch(ctx, mm, client.MergeFrom(before)); perr != nil {
+			return 0, client.IgnoreNotFound(perr)
+		}
+		if a.Step != before.Status.Action.Step {
+			kind := corev1.EventTypeNormal
+			if a.Step == pitstopv1alpha1.StepFailed {
+				kind = corev1.EventTypeWarning
+			}
+			r.recorder.Eventf(mm, nil, kind, eventActionStep, string(a.Type), "%s: %s", a.Step, a.Message)
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	if actionOver(a) {
+		return 0, nil
+	}
+	return actionPoll, nil
+}
+
+// replace runs a Machine's replacement: with surge, the MachineSet grows
+// by one, the new Machine runs and its Node is Ready, then the old
+// Machine is marked for deletion and the set shrinks back; without surge,
+// the Machine is deleted (its node drained as for any deletion).
+func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, all []pitstopv1alpha1.MachineMaintenance, now time.Time) error {
+	a := mm.Status.Action
+	m := &machinev1beta1.Machine{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Spec.MachineName}, m); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		m = nil
+	}
+	if m == nil {
+		if a.Step == pitstopv1alpha1.StepDeletingMachine {
+			step(a, pitstopv1alpha1.StepDone, "machine %s is gone", mm.Spec.MachineName)
+			return r.scaleBack(ctx, mm) // in case the set still holds the surge
+		}
+		step(a, pitstopv1alpha1.StepFailed, "machine %s is gone before pitstop replaced it", mm.Spec.MachineName)
+		return nil
+	}
+	switch a.Step {
+	case pitstopv1alpha1.StepRequested:
+		if a.ControlPlane {
+			if !a.Surge {
+				a.Message = "a control-plane machine is only replaced with surge, and " + m.Name + " belongs to no MachineSet: replace it by hand"
+				return nil
+			}
+			if other := busyControlPlane(all, mm); other != "" {
+				a.Message = "waiting for the replacement of control-plane machine " + other + ": one at a time"
+				return nil
+			}
+		}
+		if !a.Surge {
+			step(a, pitstopv1alpha1.StepDeletingMachine, "deleting machine %s (no surge)", m.Name)
+			return r.disown(ctx, mm)
+		}
+		set := owningSet(m)
+		if set == "" {
+			step(a, pitstopv1alpha1.StepFailed, "surge asked for, but machine %s belongs to no MachineSet", m.Name)
+			return nil
+		}
+		a.MachineSet = set
+		step(a, pitstopv1alpha1.StepScalingUp, "adding a machine to MachineSet %s", set)
+		return nil
+	case pitstopv1alpha1.StepScalingUp:
+		if err := r.scaleUp(ctx, mm); err != nil {
+			return err
+		}
+		step(a, pitstopv1alpha1.StepWaitingForReplacement, "waiting for a new machine of MachineSet %s to run with its node Ready", a.MachineSet)
+		return nil
+	case pitstopv1alpha1.StepWaitingForReplacement:
+		repl, err := r.replacement(ctx, mm, m, all)
+		if err != nil || repl == "" {
+			return err
+		}
+		// The record must outlive the old Machine, which goes next.
+		if err := r.disown(ctx, mm); err != nil {
+			return err
+		}
+		a.Replacement = repl
+		step(a, pitstopv1alpha1.StepDeletingMachine, "machine %s is Running and its node Ready; removing machine %s", repl, m.Name)
+		return nil
+	case pitstopv1alpha1.StepDeletingMachine:
+		if err := r.disown(ctx, mm); err != nil {
+			return err
+		}
+		if !a.Surge {
+			if m.DeletionTimestamp.IsZero() {
+				if err := r.client.Delete(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("deleting machine %s: %w", m.Name, err)
+				}
+			}
+			a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+			return nil
+		}
+		if _, marked := m.Annotations[machineapi.AnnotationDeleteMachine]; !marked && m.DeletionTimestamp.IsZero() {
+			patch := client.MergeFrom(m.DeepCopy())
+			if m.Annotations == nil {
+				m.Annotations = map[string]string{}
+			}
+			m.Annotations[machineapi.AnnotationDeleteMachine] = "pitstop: " + mm.Spec.Code
+			if err := r.client.Patch(ctx, m, patch); err != nil {
+				return fmt.Errorf("marking machine %s for deletion: %w", m.Name, err)
+			}
+		}
+		if err := r.scaleBack(ctx, mm); err != nil {
+			return err
+		}
+		a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+	}
+	return nil
+}
+
+// scaleUp adds one replica to the MachineSet and records the surge on it
+// in the same update, so that neither a restart nor a second surge at
+// the same time adds it twice.
+func (r *Reconciler) scaleUp(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) error {
+	ms := &machinev1beta1.MachineSet{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Status.Action.MachineSet}, ms); err != nil {
+		return fmt.Errorf("reading MachineSet %s: %w", mm.Status.Action.MachineSet, err)
+	}
+	key := pitstopv1alpha1.AnnotationSurgePrefix + mm.Name
+	if _, done := ms.Annotations[key]; done {
+		return nil
+	}
+	replicas := int32(1)
+	if ms.Spec.Replicas != nil {
+		replicas = *ms.Spec.Replicas
+	}
+	if ms.Annotations == nil {
+		ms.Annotations = map[string]string{}
+	}
+	ms.Annotations[key] = strconv.Itoa(int(replicas))
+	ms.Spec.Replicas = new(replicas + 1)
+	// Update, not patch: the resourceVersion makes two surges at once
+	// each add their own replica.
+	if err := r.client.Update(ctx, ms); err != nil {
+		return fmt.Errorf("scaling MachineSet %s up: %w", ms.Name, err)
+	}
+	return nil
+}
+
+// scaleBack takes the surge's replica off the MachineSet, with its record,
+// in one update; done once the record is gone.
+func (r *Reconciler) scaleBack(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) error {
+	if mm.Status.Action.MachineSet == "" {
+		return nil
+	}
+	ms := &machinev1beta1.MachineSet{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Status.Action.MachineSet}, ms); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	key := pitstopv1alpha1.AnnotationSurgePrefix + mm.Name
+	if _, surged := ms.Annotations[key]; !surged {
+		return nil
+	}
+	delete(ms.Annotations, key)
+	if ms.Spec.Replicas != nil && *ms.Spec.Replicas > 0 {
+		ms.Spec.Replicas = new(*ms.Spec.Replicas - 1)
+	}
+	if err := r.client.Update(ctx, ms); err != nil {
+		return fmt.Errorf("scaling MachineSet %s back: %w", ms.Name, err)
+	}
+	return nil
+}
+
+// replacement finds the new Machine of the surge: one of the set, made
+// since the action started, Running with its node Ready, and not taken by
+// another replacement.
+func (r *Reconciler) replacement(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, old *machinev1beta1.Machine, all []pitstopv1alpha1.MachineMaintenance) (string, error) {
+	a := mm.Status.Action
+	taken := map[string]bool{}
+	for i := range all {
+		if o := all[i].Status.Action; o != nil && o.Replacement != "" && all[i].Name != mm.Name {
+			taken[o.Replacement] = true
+		}
+	}
+	var machines machinev1beta1.MachineList
+	if err := r.client.List(ctx, &machines, client.InNamespace(mm.Namespace)); err != nil {
+		return "", err
+	}
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if m.Name == old.Name || taken[m.Name] || owningSet(m) != a.MachineSet || !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if a.StartTime != nil && m.CreationTimestamp.Before(&metav1.Time{Time: a.StartTime.Truncate(time.Second)}) {
+			continue
+		}
+		if m.Status.Phase == nil || *m.Status.Phase != machinev1beta1.PhaseRunning || m.Status.NodeRef == nil {
+			continue
+		}
+		node := &corev1.Node{}
+		if err := r.client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", err
+		}
+		if nodeview.Ready(node) {
+			return m.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// busyControlPlane names another control-plane machine being replaced.
+func busyControlPlane(all []pitstopv1alpha1.MachineMaintenance, mm *pitstopv1alpha1.MachineMaintenance) string {
+	for i := range all {
+		o := &all[i]
+		a := o.Status.Action
+		if o.Name == mm.Name && o.Namespace == mm.Namespace || a == nil || !a.ControlPlane || a.Type != pitstopv1alpha1.ActionReplace {
+			continue
+		}
+		if a.Step != pitstopv1alpha1.StepRequested && !actionOver(a) {
+			return o.Spec.MachineName
+		}
+	}
+	return ""
+}
+
+// reboot reboots the instance of a drained node and waits until it is
+// back: a new boot ID, Ready. The profile's trigger drained the node
+// before asking, and restores it after.
+func (r *Reconciler) reboot(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, now time.Time) error {
+	a := mm.Status.Action
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: mm.Spec.NodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			step(a, pitstopv1alpha1.StepFailed, "node %s is gone", mm.Spec.NodeName)
+			return nil
+		}
+		return err
+	}
+	switch a.Step {
+	case pitstopv1alpha1.StepRequested:
+		step(a, pitstopv1alpha1.StepRebooting, "rebooting instance %s", mm.Spec.InstanceID)
+		return nil
+	case pitstopv1alpha1.StepRebooting:
+		t, err := r.target(ctx, mm, node)
+		if err != nil {
+			return err
+		}
+		// A restart between the call and the next step's record reboots
+		// once more: harmless, where a lost reboot would leave the node
+		// cordoned until the timeout.
+		if err := r.cloud.Reboot(ctx, t); err != nil {
+			a.Message = err.Error()
+			return err
+		}
+		step(a, pitstopv1alpha1.StepWaitingForNode, "waiting for node %s to come back (a new boot ID, Ready)", node.Name)
+		return nil
+	case pitstopv1alpha1.StepWaitingForNode:
+		if node.Status.NodeInfo.BootID != a.BootID && nodeview.Ready(node) {
+			step(a, pitstopv1alpha1.StepDone, "node %s is back with boot ID %s", node.Name, node.Status.NodeInfo.BootID)
+			return nil
+		}
+		if a.Timeout != nil && a.StartTime != nil && now.After(a.StartTime.Add(a.Timeout.Duration)) {
+			step(a, pitstopv1alpha1.StepFailed, "node %s did not come back within %s; it stays cordoned", node.Name, a.Timeout.Duration)
+		}
+	}
+	return nil
+}
+
+// target is the instance to reboot: the Machine's, else the Node's.
+func (r *Reconciler) target(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, node *corev1.Node) (aws.Target, error) {
+	if mm.Spec.MachineName != "" {
+		m := &machinev1beta1.Machine{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Spec.MachineName}, m); err == nil {
+			if t, ok := r.cloud.MachineTarget(m); ok {
+				return t, nil
+			}
+		} else if !apierrors.IsNotFound(err) {
+			return aws.Target{}, err
+		}
+	}
+	if t, ok := r.cloud.NodeTarget(node); ok {
+		return t, nil
+	}
+	return aws.Target{}, fmt.Errorf("node %s has no %s instance (spec.providerID %q)", node.Name, r.cloud.Name(), node.Spec.ProviderID)
+}
+
+// disown drops the Machine's owner reference, so that the record outlives
+// the Machine it is about.
+func (r *Reconciler) disown(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) error {
+	if len(mm.OwnerReferences) == 0 {
+		return nil
+	}
+	patch := client.MergeFrom(mm.DeepCopy())
+	status := mm.Status
+	mm.OwnerReferences = nil
+	if err := r.client.Patch(ctx, mm, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	mm.Status = status // the patch answers with the stored status
+	return nil
+}
+
+// step moves the action on and says why.
+func step(a *pitstopv1alpha1.MachineAction, s pitstopv1alpha1.ActionStep, format string, args ...any) {
+	a.Step = s
+	a.Message = fmt.Sprintf(format, args...)
+}
+
+// owningSet names the MachineSet that controls a Machine.
+func owningSet(m *machinev1beta1.Machine) string {
+	if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "MachineSet" {
+		return ref.Name
+	}
+	return ""
+}
+
+func equalJSON(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }

@@ -1,0 +1,21 @@
+// Package machinemaintenance follows the events cloud providers schedule
+// for the cluster's instances (retirements, reboots, system maintenance)
+// and carries out what profiles decide about them.
+//
+// The Poller reads the provider's scheduled events for every instance that
+// backs a Machine or a Node, every interval, in as few calls as the
+// provider allows, and keeps one MachineMaintenance per event: created when
+// the event appears, ended (Completed, Canceled, Missed) when the provider
+// no longer lists it. An error is reported on the objects it leaves
+// unsynced and retried; it never ends an object.
+//
+// The Reconciler puts each open event on its node as a signal the profile
+// engine understands (the pitstop.dev/scheduled-event label, the
+// not-before and start-by annotations the deadline check reads, a
+// ScheduledEvent condition), computes the latest safe start, raises
+// DeadlineAtRisk when nothing will act in time, and runs the action a
+// profile's replaceMachine or rebootInstance trigger asked for, one
+// step at a time, each step recorded in the object's status so that a
+// restart resumes it. Finished objects are removed after a retention
+// period. One decision engine: profiles decide when, this package does.
+package machinemaintenance

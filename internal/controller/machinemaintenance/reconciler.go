@@ -1,0 +1,444 @@
+package machinemaintenance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
+)
+
+// Defaults of the Reconciler's options.
+const (
+	DefaultRetention  = 7 * 24 * time.Hour
+	DefaultMargin     = time.Hour
+	DefaultWarnBefore = 24 * time.Hour
+	// DefaultReplaceTime and DefaultRebootTime are what a replacement and
+	// a reboot are expected to take until this cluster has done some.
+	DefaultReplaceTime = 30 * time.Minute
+	DefaultRebootTime  = 15 * time.Minute
+	// actionPoll is how often a running action looks again when no watch
+	// wakes it.
+	actionPoll = 10 * time.Second
+)
+
+// Reasons of the DeadlineAtRisk condition and Events.
+const (
+	ReasonNoProfile          = "NoProfile"
+	ReasonPastLatestStart    = "PastLatestSafeStart"
+	ReasonOnTrack            = "OnTrack"
+	ReasonNoScheduledEvent   = "NoScheduledEvent"
+	eventActionStep          = "ActionStep"
+	eventDeadlineAtRisk      = "DeadlineAtRisk"
+	eventRemovedAfterRetaine = "Removed"
+)
+
+// Reconciler keeps each MachineMaintenance's plan, its node's signal and
+// its action going.
+type Reconciler struct {
+	client   client.Client
+	reader   client.Reader
+	cloud    Cloud
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	opts     Options
+}
+
+// Reconcile brings one MachineMaintenance and its node up to date.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	mm := &pitstopv1alpha1.MachineMaintenance{}
+	if err := r.client.Get(ctx, req.NamespacedName, mm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	now := r.clock.Now()
+	var all pitstopv1alpha1.MachineMaintenanceList
+	if err := r.client.List(ctx, &all); err != nil {
+		return ctrl.Result{}, err
+	}
+	if mm.Status.Phase.Finished() {
+		return r.finished(ctx, mm, all.Items, now)
+	}
+	var after time.Duration
+	if mm.Status.Action != nil && !actionOver(mm.Status.Action) {
+		wait, err := r.act(ctx, mm, all.Items, now)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		after = wait
+	}
+	next, err := r.plan(ctx, mm, all.Items, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.signal(ctx, mm.Spec.NodeName, all.Items, mm); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.observe(all.Items, now)
+	return ctrl.Result{RequeueAfter: shortest(after, until(next, now))}, nil
+}
+
+// finished removes a finished object once its retention has passed, and
+// frees its node of its signal.
+func (r *Reconciler) finished(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, all []pitstopv1alpha1.MachineMaintenance, now time.Time) (ctrl.Result, error) {
+	if err := r.signal(ctx, mm.Spec.NodeName, all, mm); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The record outlives its Machine for the retention period.
+	if err := r.disown(ctx, mm); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.observe(all, now)
+	done := now
+	if mm.Status.CompletionTime != nil {
+		done = mm.Status.CompletionTime.Time
+	}
+	expires := done.Add(r.opts.Retention)
+	if now.Before(expires) {
+		return ctrl.Result{RequeueAfter: expires.Sub(now)}, nil
+	}
+	if err := r.client.Delete(ctx, mm); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// plan writes the phase, the latest safe start, the plan and
+// DeadlineAtRisk; it returns when to look again (the warning or the
+// latest safe start coming).
+func (r *Reconciler) plan(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, all []pitstopv1alpha1.MachineMaintenance, now time.Time) (time.Time, error) {
+	before := mm.DeepCopy()
+	node := &corev1.Node{}
+	if mm.Spec.NodeName != "" {
+		if err := r.client.Get(ctx, client.ObjectKey{Name: mm.Spec.NodeName}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return time.Time{}, err
+			}
+			node = nil
+		}
+	} else {
+		node = nil
+	}
+	var next time.Time
+	if mm.Spec.NotBefore != nil {
+		latest := mm.Spec.NotBefore.Add(-r.expected(all, expectedAction(mm)) - r.opts.Margin)
+		mm.Status.LatestSafeStart = &metav1.Time{Time: latest.Truncate(time.Second)}
+	}
+	state := ""
+	if node != nil {
+		state = node.Labels[pitstopv1alpha1.LabelState]
+	}
+	a := mm.Status.Action
+	switch {
+	case a != nil && a.Step == pitstopv1alpha1.StepDone:
+		finish(mm, pitstopv1alpha1.EventCompleted, now)
+		mm.Status.Plan = fmt.Sprintf("%s done", strings.ToLower(string(a.Type)))
+	case a != nil && a.Step == pitstopv1alpha1.StepFailed:
+		finish(mm, pitstopv1alpha1.EventFailed, now)
+		mm.Status.Plan = fmt.Sprintf("%s failed: %s", strings.ToLower(string(a.Type)), a.Message)
+	case a != nil:
+		mm.Status.Phase = pitstopv1alpha1.EventInProgress
+		mm.Status.Plan = fmt.Sprintf("%s asked by profile %s: %s", strings.ToLower(string(a.Type)), a.Profile, a.Message)
+	case state == string(pitstopv1alpha1.StateMaintenanceRequired) || state == string(pitstopv1alpha1.StateInMaintenance):
+		mm.Status.Phase = pitstopv1alpha1.EventPlanned
+		mm.Status.Plan = fmt.Sprintf("node %s is %s: its profile acts when its checks pass (a window, or the deadline check at %s); `pitstop explain node %s` says what it waits for",
+			node.Name, state, timeOr(mm.Status.LatestSafeStart, "no deadline"), node.Name)
+	default:
+		mm.Status.Phase = pitstopv1alpha1.EventScheduled
+		if node == nil {
+			mm.Status.Plan = "the instance backs no Node: no profile can act on it"
+		} else {
+			mm.Status.Plan = fmt.Sprintf("no profile has taken up the event: node %s carries %s=%s for a profile to select", node.Name, pitstopv1alpha1.LabelScheduledEvent, mm.Spec.Code)
+		}
+	}
+	if !mm.Status.Phase.Finished() && mm.Status.LatestSafeStart != nil {
+		next = r.atRisk(mm, now)
+	}
+	if !apiEqualStatus(before, mm) {
+		if err := r.client.Status().Patch(ctx, mm, client.MergeFrom(before)); err != nil {
+			return time.Time{}, client.IgnoreNotFound(err)
+		}
+		if mm.Status.Phase != before.Status.Phase {
+			r.recorder.Eventf(mm, nil, corev1.EventTypeNormal, string(mm.Status.Phase), "Plan", "%s", mm.Status.Plan)
+		}
+	}
+	return next, nil
+}
+
+// atRisk sets DeadlineAtRisk: nothing has started and either no profile
+// has taken the event up with the latest safe start less than WarnBefore
+// away, or the latest safe start has passed. It returns when the answer
+// changes by itself.
+func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Time) time.Time {
+	latest := mm.Status.LatestSafeStart.Time
+	warnAt := latest.Add(-r.opts.WarnBefore)
+	started := mm.Status.Action != nil && mm.Status.Action.Step != pitstopv1alpha1.StepRequested
+	c := metav1.Condition{Type: ConditionDeadlineAtRisk, Status: metav1.ConditionFalse, Reason: ReasonOnTrack, ObservedGeneration: mm.Generation}
+	var next time.Time
+	switch {
+	case started:
+		c.Message = "the action has started"
+	case !now.Before(latest):
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonPastLatestStart
+		c.Message = fmt.Sprintf("the latest safe start %s has passed and nothing has started: %s is due at %s", instantOf(latest), mm.Spec.Code, instantOf(mm.Spec.NotBefore.Time))
+	case mm.Status.Phase == pitstopv1alpha1.EventScheduled && !now.Before(warnAt):
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonNoProfile
+		c.Message = fmt.Sprintf("no profile has taken up %s and its latest safe start is %s", mm.Spec.Code, instantOf(latest))
+		next = latest
+	default:
+		c.Message = "the latest safe start is " + instantOf(latest)
+		next = latest
+		if mm.Status.Phase == pitstopv1alpha1.EventScheduled {
+			next = warnAt
+		}
+	}
+	old := meta.FindStatusCondition(mm.Status.Conditions, ConditionDeadlineAtRisk)
+	if c.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || old.Reason != c.Reason) {
+		r.recorder.Eventf(mm, nil, corev1.EventTypeWarning, eventDeadlineAtRisk, "Plan", "%s", c.Message)
+	}
+	meta.SetStatusCondition(&mm.Status.Conditions, c)
+	return next
+}
+
+// expected is how long an action of type t takes on this cluster: the
+// median of the finished ones the cluster remembers, else the default.
+func (r *Reconciler) expected(all []pitstopv1alpha1.MachineMaintenance, t pitstopv1alpha1.MachineActionType) time.Duration {
+	var took []time.Duration
+	for i := range all {
+		a := all[i].Status.Action
+		if a == nil || a.Type != t || a.Step != pitstopv1alpha1.StepDone || a.StartTime == nil || a.CompletionTime == nil {
+			continue
+		}
+		took = append(took, a.CompletionTime.Sub(a.StartTime.Time))
+	}
+	if len(took) == 0 {
+		if t == pitstopv1alpha1.ActionReboot {
+			return r.opts.RebootTime
+		}
+		return r.opts.ReplaceTime
+	}
+	slices.Sort(took)
+	return took[len(took)/2]
+}
+
+// expectedAction is the action an event is planned against: the one
+// asked for, else a reboot for a reboot event, a replacement otherwise.
+func expectedAction(mm *pitstopv1alpha1.MachineMaintenance) pitstopv1alpha1.MachineActionType {
+	if a := mm.Status.Action; a != nil {
+		return a.Type
+	}
+	if strings.HasSuffix(mm.Spec.Code, "-reboot") || mm.Spec.Code == "reboot" {
+		return pitstopv1alpha1.ActionReboot
+	}
+	return pitstopv1alpha1.ActionReplace
+}
+
+// signal puts the earliest open event of a node on it: the label, the
+// annotations the deadline check reads, and the ScheduledEvent condition;
+// without one, it takes them off. changed is the object just written,
+// newer than its copy in all.
+func (r *Reconciler) signal(ctx context.Context, nodeName string, all []pitstopv1alpha1.MachineMaintenance, changed *pitstopv1alpha1.MachineMaintenance) error {
+	if nodeName == "" {
+		return nil
+	}
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	var open []*pitstopv1alpha1.MachineMaintenance
+	for i := range all {
+		mm := &all[i]
+		if changed != nil && mm.Namespace == changed.Namespace && mm.Name == changed.Name {
+			mm = changed
+		}
+		if mm.Spec.NodeName == nodeName && !mm.Status.Phase.Finished() && mm.DeletionTimestamp.IsZero() && mm.Spec.Provider != providerPitstop {
+			open = append(open, mm)
+		}
+	}
+	sort.SliceStable(open, func(i, j int) bool { return earlier(open[i].Spec.NotBefore, open[j].Spec.NotBefore) })
+	before := node.DeepCopy()
+	cond := corev1.NodeCondition{Type: pitstopv1alpha1.ConditionScheduledEvent, Status: corev1.ConditionFalse, Reason: ReasonNoScheduledEvent,
+		Message: "no scheduled cloud event"}
+	if len(open) == 0 {
+		delete(node.Labels, pitstopv1alpha1.LabelScheduledEvent)
+		for _, k := range []string{pitstopv1alpha1.AnnotationScheduledEventNotBefore, pitstopv1alpha1.AnnotationScheduledEventStartBy, pitstopv1alpha1.AnnotationScheduledEventObject} {
+			delete(node.Annotations, k)
+		}
+	} else {
+		e := open[0]
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Labels[pitstopv1alpha1.LabelScheduledEvent] = e.Spec.Code
+		setOrDelete(node.Annotations, pitstopv1alpha1.AnnotationScheduledEventNotBefore, rfc3339(e.Spec.NotBefore))
+		setOrDelete(node.Annotations, pitstopv1alpha1.AnnotationScheduledEventStartBy, rfc3339(e.Status.LatestSafeStart))
+		node.Annotations[pitstopv1alpha1.AnnotationScheduledEventObject] = e.Namespace + "/" + e.Name
+		cond = corev1.NodeCondition{Type: pitstopv1alpha1.ConditionScheduledEvent, Status: corev1.ConditionTrue, Reason: camel(e.Spec.Code),
+			Message: fmt.Sprintf("%s at %s (start by %s), MachineMaintenance %s/%s", e.Spec.Code, timeOr(e.Spec.NotBefore, "an unknown time"),
+				timeOr(e.Status.LatestSafeStart, "-"), e.Namespace, e.Name)}
+		if len(open) > 1 {
+			cond.Message += fmt.Sprintf("; %d more events", len(open)-1)
+		}
+	}
+	if !mapsEqual(before.Labels, node.Labels) || !mapsEqual(before.Annotations, node.Annotations) {
+		if err := r.client.Patch(ctx, node, client.MergeFrom(before)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	old := nodeview.Condition(before, pitstopv1alpha1.ConditionScheduledEvent)
+	if old == nil && cond.Status == corev1.ConditionFalse {
+		return nil // never had one: nothing to say
+	}
+	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+		return nil
+	}
+	now := metav1.NewTime(r.clock.Now())
+	cond.LastHeartbeatTime, cond.LastTransitionTime = now, now
+	if old != nil && old.Status == cond.Status {
+		cond.LastTransitionTime = old.LastTransitionTime
+	}
+	statusBefore := node.DeepCopy()
+	setNodeCondition(node, cond)
+	if err := r.client.Status().Patch(ctx, node, client.StrategicMergeFrom(statusBefore)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+// observe sets the gauges from every object.
+func (r *Reconciler) observe(all []pitstopv1alpha1.MachineMaintenance, now time.Time) {
+	scheduledEvents.Reset()
+	var nearest *time.Time
+	risk := 0
+	for i := range all {
+		mm := &all[i]
+		phase := mm.Status.Phase
+		if phase == "" {
+			phase = pitstopv1alpha1.EventScheduled
+		}
+		scheduledEvents.WithLabelValues(mm.Spec.Code, string(phase)).Inc()
+		if phase.Finished() || mm.Status.LatestSafeStart == nil {
+			continue
+		}
+		if t := mm.Status.LatestSafeStart.Time; nearest == nil || t.Before(*nearest) {
+			nearest = &t
+		}
+		if c := meta.FindStatusCondition(mm.Status.Conditions, ConditionDeadlineAtRisk); c != nil && c.Status == metav1.ConditionTrue {
+			risk++
+		}
+	}
+	deadlinesAtRisk.Set(float64(risk))
+	if nearest != nil {
+		secondsToDeadline.Set(nearest.Sub(now).Seconds())
+	} else {
+		secondsToDeadline.Set(0)
+	}
+}
+
+func setNodeCondition(node *corev1.Node, c corev1.NodeCondition) {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == c.Type {
+			node.Status.Conditions[i] = c
+			return
+		}
+	}
+	node.Status.Conditions = append(node.Status.Conditions, c)
+}
+
+// camel turns an event code into a condition reason: instance-retirement
+// → InstanceRetirement.
+func camel(code string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(code, "-") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	return b.String()
+}
+
+func earlier(a, b *metav1.Time) bool {
+	switch {
+	case a == nil:
+		return false
+	case b == nil:
+		return true
+	}
+	return a.Before(b)
+}
+
+func rfc3339(t *metav1.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func timeOr(t *metav1.Time, or string) string {
+	if t == nil {
+		return or
+	}
+	return instantOf(t.Time)
+}
+
+func instantOf(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func setOrDelete(m map[string]string, k, v string) {
+	if v == "" {
+		delete(m, k)
+		return
+	}
+	m[k] = v
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func until(t, now time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	if d := t.Sub(now); d > 0 {
+		return d + time.Second
+	}
+	return time.Second
+}
+
+// shortest is the shortest positive duration (0: none).
+func shortest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+func apiEqualStatus(a, b *pitstopv1alpha1.MachineMaintenance) bool {
+	return equalJSON(a.Status, b.Status)
+}
