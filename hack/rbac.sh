@@ -30,3 +30,4 @@ feature machine-api ./internal/machineapi/machine ./internal/machineapi/machines
 feature aws-provider ./internal/machineapi/provider/aws
 feature kwok-provider ./internal/machineapi/provider/kwok
 feature medik8s ./internal/controller/medik8s
+feature cloud-events ./internal/controller/machinemaintenance

@@ -132,6 +132,11 @@ type MachineAction struct {
 	// MachineSet is the set the machine belongs to (surge scales it).
 	// +optional
 	MachineSet string `json:"machineSet,omitempty"`
+	// Existing are the set's Machines when the surge began: the
+	// replacement is none of them.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	Existing []string `json:"existing,omitempty"`
 	// Replacement is the new Machine that took this one's place (surge).
 	// +optional
 	Replacement string `json:"replacement,omitempty"`

@@ -369,6 +369,11 @@ func (in *MachineAction) DeepCopyInto(out *MachineAction) {
 		*out = new(Duration)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Existing != nil {
+		in, out := &in.Existing, &out.Existing
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

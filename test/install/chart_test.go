@@ -30,7 +30,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
 	everything := []string{"machineAPI.enabled=true", "machineAPI.installCRDs=true", "machineAPI.providers={aws,kwok}",
-		"medik8sCompat.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+		"medik8sCompat.enabled=true", "cloudEvents.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
 		"grafanaDashboard.enabled=true", "namespace.create=true"}
 	for _, tc := range []struct {
 		name  string
@@ -112,8 +112,9 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			}
 		}},
 		{"every feature on", everything, func(t *testing.T, objs []*unstructured.Unstructured) {
-			assertArgs(t, deployment(t, objs), []string{"--machine-api", "--machine-providers=aws,kwok", "--medik8s-compat"}, nil)
-			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s"} {
+			assertArgs(t, deployment(t, objs), []string{"--machine-api", "--machine-providers=aws,kwok", "--medik8s-compat",
+				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h"}, nil)
+			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events"} {
 				if find(objs, "ClusterRoleBinding", "", name) == nil {
 					t.Errorf("no ClusterRoleBinding %s", name)
 				}
@@ -129,8 +130,8 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 					t.Errorf("%d %s, want 1", len(ofKind(objs, kind)), kind)
 				}
 			}
-			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 5 {
-				t.Errorf("%d CRDs, want pitstop's 2 and the Machine API's 3", n)
+			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 6 {
+				t.Errorf("%d CRDs, want pitstop's 3 and the Machine API's 3", n)
 			}
 			cm := ofKind(objs, "ConfigMap")[0]
 			var dashboard map[string]any

@@ -33,5 +33,6 @@ The features that are on, each a set of generated roles in files/rbac.
 {{- if has "kwok" .Values.machineAPI.providers }}{{ $f = append $f "kwok-provider" }}{{ end -}}
 {{- end -}}
 {{- if .Values.medik8sCompat.enabled }}{{ $f = append $f "medik8s" }}{{ end -}}
+{{- if .Values.cloudEvents.enabled }}{{ $f = append $f "cloud-events" }}{{ end -}}
 {{- toJson $f -}}
 {{- end -}}

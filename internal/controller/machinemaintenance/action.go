@@ -3,6 +3,7 @@ package machinemaintenance
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -107,7 +108,14 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 			step(a, pitstopv1alpha1.StepFailed, "surge asked for, but machine %s belongs to no MachineSet", m.Name)
 			return nil
 		}
-		a.MachineSet = set
+		// The set's machines before the surge are recorded before it
+		// grows: none of them can pass for the new one, even after a
+		// restart between the growth and the next step.
+		existing, err := r.setMachines(ctx, mm.Namespace, set)
+		if err != nil {
+			return err
+		}
+		a.MachineSet, a.Existing = set, existing
 		step(a, pitstopv1alpha1.StepScalingUp, "adding a machine to MachineSet %s", set)
 		return nil
 	case pitstopv1alpha1.StepScalingUp:
@@ -212,12 +220,15 @@ func (r *Reconciler) scaleBack(ctx context.Context, mm *pitstopv1alpha1.MachineM
 	return nil
 }
 
-// replacement finds the new Machine of the surge: one of the set, made
-// since the action started, Running with its node Ready, and not taken by
-// another replacement.
+// replacement finds the new Machine of the surge: one of the set that was
+// not there when the surge began, Running with its node Ready, and not
+// taken by another replacement.
 func (r *Reconciler) replacement(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, old *machinev1beta1.Machine, all []pitstopv1alpha1.MachineMaintenance) (string, error) {
 	a := mm.Status.Action
 	taken := map[string]bool{}
+	for _, name := range a.Existing {
+		taken[name] = true
+	}
 	for i := range all {
 		if o := all[i].Status.Action; o != nil && o.Replacement != "" && all[i].Name != mm.Name {
 			taken[o.Replacement] = true
@@ -230,9 +241,6 @@ func (r *Reconciler) replacement(ctx context.Context, mm *pitstopv1alpha1.Machin
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		if m.Name == old.Name || taken[m.Name] || owningSet(m) != a.MachineSet || !m.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if a.StartTime != nil && m.CreationTimestamp.Before(&metav1.Time{Time: a.StartTime.Truncate(time.Second)}) {
 			continue
 		}
 		if m.Status.Phase == nil || *m.Status.Phase != machinev1beta1.PhaseRunning || m.Status.NodeRef == nil {
@@ -250,6 +258,22 @@ func (r *Reconciler) replacement(ctx context.Context, mm *pitstopv1alpha1.Machin
 		}
 	}
 	return "", nil
+}
+
+// setMachines names the Machines of a MachineSet.
+func (r *Reconciler) setMachines(ctx context.Context, namespace, set string) ([]string, error) {
+	var machines machinev1beta1.MachineList
+	if err := r.client.List(ctx, &machines, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range machines.Items {
+		if owningSet(&machines.Items[i]) == set {
+			names = append(names, machines.Items[i].Name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
 }
 
 // busyControlPlane names another control-plane machine being replaced.

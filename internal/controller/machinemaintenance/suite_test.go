@@ -76,6 +76,8 @@ type cluster struct {
 	poller *machinemaintenance.Poller
 	ctrl   *testutil.Controllers
 	opts   machinemaintenance.Options
+	// hold keeps the played Machine controller from running new Machines.
+	hold atomic.Bool
 }
 
 func newCluster(t *testing.T, name string, edit ...func(*machinemaintenance.Options)) *cluster {
@@ -239,7 +241,7 @@ func (c *cluster) playMachineController(ms *machinev1beta1.MachineSet) {
 			if err := env.Client.List(ctx, &list, client.InNamespace(c.ns)); err == nil {
 				for i := range list.Items {
 					m := &list.Items[i]
-					if known[m.Name] || m.Labels[labelSet] != ms.Name {
+					if known[m.Name] || m.Labels[labelSet] != ms.Name || c.hold.Load() {
 						continue
 					}
 					known[m.Name] = true

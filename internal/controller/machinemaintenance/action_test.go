@@ -1,0 +1,396 @@
+package machinemaintenance_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+)
+
+// newSet creates a MachineSet of aws Machines and plays the Machine
+// controller for it: each new Machine gets an instance, a Ready Node and
+// the phase Running; each Machine that goes takes its Node along.
+func (c *cluster) newSet(name string, replicas int32) *machinev1beta1.MachineSet {
+	c.t.Helper()
+	ms := &machinev1beta1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
+		Spec: machinev1beta1.MachineSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{labelSet: name}},
+			Template: machinev1beta1.MachineTemplateSpec{
+				ObjectMeta: machinev1beta1.ObjectMeta{Labels: map[string]string{labelSet: name}},
+				Spec:       machinev1beta1.MachineSpec{ProviderSpec: machinev1beta1.ProviderSpec{Value: awsSpec()}},
+			},
+		},
+	}
+	testutil.Create(c.t, env.Client, ms)
+	c.playMachineController(ms)
+	eventually(c.t, func() error {
+		if ready := c.readyMachines(ms); ready != int(replicas) {
+			return fmt.Errorf("%d of %d machines Running with their node Ready", ready, replicas)
+		}
+		return nil
+	})
+	return ms
+}
+
+// readyMachines counts the set's Machines that run with a Ready Node.
+func (c *cluster) readyMachines(ms *machinev1beta1.MachineSet) int {
+	var list machinev1beta1.MachineList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(c.ns), client.MatchingLabels{labelSet: ms.Name}); err != nil {
+		return -1
+	}
+	n := 0
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Status.Phase == nil || *m.Status.Phase != machinev1beta1.PhaseRunning || m.Status.NodeRef == nil {
+			continue
+		}
+		node := &corev1.Node{}
+		if env.Client.Get(context.Background(), client.ObjectKey{Name: m.Status.NodeRef.Name}, node) == nil && nodeview.Ready(node) {
+			n++
+		}
+	}
+	return n
+}
+
+// watchCapacity records the fewest Ready machines of the set seen, every
+// 20ms, until the test ends.
+func (c *cluster) watchCapacity(ms *machinev1beta1.MachineSet) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	var fewest atomic.Int64
+	fewest.Store(1 << 30)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if n := c.readyMachines(ms); n >= 0 && int64(n) < fewest.Load() {
+				fewest.Store(int64(n))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	c.t.Cleanup(func() { cancel(); wg.Wait() })
+	return func() int { return int(fewest.Load()) }
+}
+
+// machinesOf names the set's Machines.
+func (c *cluster) machinesOf(ms *machinev1beta1.MachineSet) []machinev1beta1.Machine {
+	var list machinev1beta1.MachineList
+	if err := env.Client.List(c.t.Context(), &list, client.InNamespace(c.ns), client.MatchingLabels{labelSet: ms.Name}); err != nil {
+		c.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// retire schedules a retirement for a Machine's instance and returns its
+// MachineMaintenance once the poll has made it.
+func (c *cluster) retire(m *machinev1beta1.Machine, eventID string) string {
+	c.t.Helper()
+	id := instanceOfMachine(c.t, m)
+	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: eventID, Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
+	name := machinemaintenance.ObjectName(id, eventID)
+	eventually(c.t, func() error {
+		c.poll()
+		_, err := mmOf(c.t, c.ns, name)
+		return err
+	})
+	return name
+}
+
+func instanceOfMachine(t *testing.T, m *machinev1beta1.Machine) string {
+	t.Helper()
+	got := &machinev1beta1.Machine{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	pid := ptr.Deref(got.Spec.ProviderID, "")
+	return pid[len("aws:///us-east-1a/"):]
+}
+
+// runTrigger runs a profile's trigger on a node, as the profile engine
+// does, until it is done, and returns how many runs it took.
+func runTrigger(t *testing.T, inst pitstopv1alpha1.TriggerInstance, nodeName, ns string, since time.Time) int {
+	t.Helper()
+	tr, err := trigger.New(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	eventually(t, func() error {
+		node := &corev1.Node{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: nodeName}, node); err != nil {
+			return err
+		}
+		runs++
+		done, status, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", From: pitstopv1alpha1.StateMaintenanceRequired,
+			Since: since, Now: time.Now(), Namespace: ns, Client: env.Client})
+		if err != nil {
+			return err
+		}
+		if !done {
+			return fmt.Errorf("trigger waits: %s", status)
+		}
+		return nil
+	})
+	return runs
+}
+
+// TestReplaceWithSurgeKeepsCapacity: the replaceMachine trigger on a node
+// of a MachineSet of 3 asks for the replacement on its event's object;
+// the set grows to 4, the new Machine runs with its node Ready, the old
+// one is marked and the set shrinks back to 3 — never fewer than 3 Ready
+// machines — and the object ends Completed, kept after its Machine went.
+func TestReplaceWithSurgeKeepsCapacity(t *testing.T) {
+	c := newCluster(t, "surge")
+	ms := c.newSet("workers", 3)
+	fewest := c.watchCapacity(ms)
+	most := c.watchReplicas(ms)
+	old := c.machinesOf(ms)[0]
+	name := c.retire(&old, "instance-event-r1")
+	phaseIs(t, c.ns, name, pitstopv1alpha1.EventScheduled)
+
+	since := time.Now().Add(-time.Minute)
+	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{}}, c.ns+"-"+old.Name, c.ns, since)
+
+	mm := phaseIs(t, c.ns, name, pitstopv1alpha1.EventCompleted)
+	a := mm.Status.Action
+	if a == nil || a.Type != pitstopv1alpha1.ActionReplace || !a.Surge || a.Step != pitstopv1alpha1.StepDone || a.Replacement == "" || a.MachineSet != ms.Name || a.Profile != "cloud" {
+		t.Errorf("action = %+v", a)
+	}
+	if len(mm.OwnerReferences) != 0 {
+		t.Errorf("the record is still owned: %v", mm.OwnerReferences)
+	}
+	if err := gone(t, &old); err != nil {
+		t.Error(err)
+	}
+	got := &machinev1beta1.MachineSet{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ms), got); err != nil {
+		t.Fatal(err)
+	}
+	if *got.Spec.Replicas != 3 || len(got.Annotations) != 0 {
+		t.Errorf("set ends at %d replicas, annotations %v; want 3 and none", *got.Spec.Replicas, got.Annotations)
+	}
+	eventually(t, func() error {
+		if n := c.readyMachines(ms); n != 3 {
+			return fmt.Errorf("%d Ready machines", n)
+		}
+		return nil
+	})
+	if f := fewest(); f < 3 {
+		t.Errorf("capacity dropped to %d Ready machines", f)
+	}
+	if m := most(); m != 4 {
+		t.Errorf("the set reached %d replicas, want 4: one surge", m)
+	}
+}
+
+// watchReplicas records the most replicas the set was seen with.
+func (c *cluster) watchReplicas(ms *machinev1beta1.MachineSet) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	var most atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			got := &machinev1beta1.MachineSet{}
+			if env.Client.Get(ctx, client.ObjectKeyFromObject(ms), got) == nil && int64(*got.Spec.Replicas) > most.Load() {
+				most.Store(int64(*got.Spec.Replicas))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	c.t.Cleanup(func() { cancel(); wg.Wait() })
+	return func() int { return int(most.Load()) }
+}
+
+// TestTwoSurgesOnOneSetAndARestartMidway: two replacements asked at once
+// on one MachineSet each add their own replica; pitstop is restarted while
+// they wait for their new machines; both complete, the set ends at the
+// size it had, and capacity never dropped.
+func TestTwoSurgesOnOneSetAndARestartMidway(t *testing.T) {
+	c := newCluster(t, "twosurges")
+	ms := c.newSet("workers", 3)
+	fewest := c.watchCapacity(ms)
+	machines := c.machinesOf(ms)
+	a, b := machines[0], machines[1]
+	nameA, nameB := c.retire(&a, "instance-event-a"), c.retire(&b, "instance-event-b")
+	for _, n := range []string{nameA, nameB} {
+		withStartBy(t, c.ns, n)
+	}
+	// Ask for both at once, as two nodes' triggers would, while no new
+	// machine can run yet.
+	c.hold.Store(true)
+	for _, m := range []machinev1beta1.Machine{a, b} {
+		node := &corev1.Node{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: c.ns + "-" + m.Name}, node); err != nil {
+			t.Fatal(err)
+		}
+		tr, _ := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{}})
+		eventually(t, func() error {
+			_, _, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", Since: time.Now().Add(-time.Minute), Now: time.Now(), Namespace: c.ns, Client: env.Client})
+			return err
+		})
+	}
+	// Both have scaled up: restart pitstop before they go on.
+	eventually(t, func() error {
+		got := &machinev1beta1.MachineSet{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ms), got); err != nil {
+			return err
+		}
+		if *got.Spec.Replicas != 5 {
+			return fmt.Errorf("set at %d replicas, want 5 while both surge", *got.Spec.Replicas)
+		}
+		return nil
+	})
+	for _, n := range []string{nameA, nameB} {
+		if mm, _ := mmOf(t, c.ns, n); mm.Status.Action.Step != pitstopv1alpha1.StepWaitingForReplacement {
+			t.Fatalf("%s is at step %s before the restart, want WaitingForReplacement", n, mm.Status.Action.Step)
+		}
+	}
+	c.restart()
+	c.hold.Store(false)
+	phaseIs(t, c.ns, nameA, pitstopv1alpha1.EventCompleted)
+	phaseIs(t, c.ns, nameB, pitstopv1alpha1.EventCompleted)
+	mmA, _ := mmOf(t, c.ns, nameA)
+	mmB, _ := mmOf(t, c.ns, nameB)
+	if mmA.Status.Action.Replacement == mmB.Status.Action.Replacement {
+		t.Errorf("both took machine %s as their replacement", mmA.Status.Action.Replacement)
+	}
+	got := &machinev1beta1.MachineSet{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ms), got); err != nil {
+		t.Fatal(err)
+	}
+	if *got.Spec.Replicas != 3 || len(got.Annotations) != 0 {
+		t.Errorf("set ends at %d replicas, annotations %v; want 3 and none", *got.Spec.Replicas, got.Annotations)
+	}
+	if f := fewest(); f < 3 {
+		t.Errorf("capacity dropped to %d Ready machines", f)
+	}
+}
+
+// TestReplaceWithoutSurgeDeletesTheMachine: surge: false deletes the
+// Machine (its node is drained as for any deletion) and completes once it
+// is gone; a control-plane machine with AlertOnly is never touched.
+func TestReplaceWithoutSurgeDeletesTheMachine(t *testing.T) {
+	c := newCluster(t, "nosurge")
+	m, id := c.machine("worker-a", nil)
+	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-s", Code: "instance-stop", NotBefore: time.Now().Add(48 * time.Hour)})
+	name := machinemaintenance.ObjectName(id, "instance-event-s")
+	eventually(t, func() error { c.poll(); _, err := mmOf(t, c.ns, name); return err })
+	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{Surge: ptr.To(false)}}, c.ns+"-worker-a", c.ns, time.Now().Add(-time.Minute))
+	phaseIs(t, c.ns, name, pitstopv1alpha1.EventCompleted)
+	if err := gone(t, m); err != nil {
+		t.Error(err)
+	}
+
+	cp, _ := c.machine("master-0", nil)
+	patchNode(t, c.ns+"-master-0", func(n *corev1.Node) { n.Labels["node-role.kubernetes.io/control-plane"] = "" })
+	node := &corev1.Node{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: c.ns + "-master-0"}, node); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{ControlPlane: pitstopv1alpha1.ControlPlaneAlertOnly}})
+	done, status, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", Now: time.Now(), Namespace: c.ns, Client: env.Client})
+	if done || err != nil || status == "" {
+		t.Errorf("AlertOnly on a control-plane machine: done %v, %q, %v", done, status, err)
+	}
+	time.Sleep(time.Second)
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(cp), cp); err != nil || !cp.DeletionTimestamp.IsZero() {
+		t.Errorf("the control-plane machine was touched: %v", err)
+	}
+}
+
+// TestRebootInstanceRebootsInPlace: rebootInstance drains the node through
+// a NodeMaintenance (the test plays its controller), reboots the instance
+// through EC2 once, waits for the new boot ID and restores the node; the
+// instance-reboot event completes.
+func TestRebootInstanceRebootsInPlace(t *testing.T) {
+	c := newCluster(t, "reboot")
+	_, id := c.machine("worker-a", nil)
+	nodeName := c.ns + "-worker-a"
+	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-b", Code: "instance-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
+	name := machinemaintenance.ObjectName(id, "instance-event-b")
+	eventually(t, func() error { c.poll(); _, err := mmOf(t, c.ns, name); return err })
+	// The instance comes back with a new boot ID.
+	c.ec2.OnReboot(func(string) {
+		go func() {
+			node := &corev1.Node{}
+			_ = env.Client.Get(context.Background(), client.ObjectKey{Name: nodeName}, node)
+			base := node.DeepCopy()
+			node.Status.NodeInfo.BootID = "boot-2"
+			_ = env.Client.Status().Patch(context.Background(), node, client.MergeFrom(base))
+		}()
+	})
+	playNodeMaintenances(t)
+	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "reboot", RebootInstance: &pitstopv1alpha1.RebootInstanceTrigger{}}, nodeName, c.ns, time.Now().Add(-time.Minute))
+	if n := c.ec2.Reboots(id); n != 1 {
+		t.Errorf("%d reboots, want 1", n)
+	}
+	mm := phaseIs(t, c.ns, name, pitstopv1alpha1.EventCompleted)
+	if a := mm.Status.Action; a == nil || a.BootID != "boot-1" || a.Step != pitstopv1alpha1.StepDone {
+		t.Errorf("action = %+v", a)
+	}
+	var nms pitstopv1alpha1.NodeMaintenanceList
+	if err := env.Client.List(t.Context(), &nms); err != nil {
+		t.Fatal(err)
+	}
+	for _, nm := range nms.Items {
+		if nm.Spec.NodeName == nodeName {
+			t.Errorf("NodeMaintenance %s of the rebooted node is left", nm.Name)
+		}
+	}
+}
+
+// playNodeMaintenances plays the NodeMaintenance controller: each new
+// NodeMaintenance is Ready at once, and a deleted one goes at once.
+func playNodeMaintenances(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			var list pitstopv1alpha1.NodeMaintenanceList
+			if env.Client.List(ctx, &list) == nil {
+				for i := range list.Items {
+					nm := &list.Items[i]
+					if len(nm.Status.Conditions) == 0 {
+						base := nm.DeepCopy()
+						nm.Status.Conditions = []metav1.Condition{{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: pitstopv1alpha1.ReasonReady, LastTransitionTime: metav1.Now()}}
+						_ = env.Client.Status().Patch(ctx, nm, client.MergeFrom(base))
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+func patchNode(t *testing.T, name string, edit func(*corev1.Node)) {
+	t.Helper()
+	eventually(t, func() error {
+		node := &corev1.Node{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, node); err != nil {
+			return err
+		}
+		base := node.DeepCopy()
+		if node.Labels == nil {
+			node.Labels = map[string]string{}
+		}
+		edit(node)
+		return env.Client.Patch(t.Context(), node, client.MergeFrom(base))
+	})
+}
