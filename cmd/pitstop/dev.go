@@ -22,6 +22,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/demo"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/logging"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
@@ -36,6 +37,7 @@ type devOptions struct {
 	logFile       string
 	rolling       bool
 	machines      bool
+	cloudEvents   bool
 	nodeGrace     time.Duration
 	realNode      bool
 	loadImage     string
@@ -74,6 +76,7 @@ It builds nothing: the binaries come from --bin-dir (make tools builds them).`,
 	fs.BoolVar(&o.keep, "keep", false, "keep the cluster's directory (data, logs, kubeconfig) after stopping")
 	fs.BoolVar(&o.rolling, "rolling", true, "apply the sample rolling-reboot MaintenanceProfile and mark the workers reboot-needed a few at a time")
 	fs.BoolVar(&o.machines, "machines", true, "run the Machine API on the kwok provider: scale a MachineSet to 3 and let a MachineHealthCheck replace a machine whose node stops its heartbeat")
+	fs.BoolVar(&o.cloudEvents, "cloud-events-demo", true, "run the aws Machine provider and cloud events against a local EC2 endpoint: a MachineSet of 5, EC2 schedules retirements and a reboot, the cloud-events profile replaces and reboots the machines one at a time once its window opens (needs --machines)")
 	fs.DurationVar(&o.nodeGrace, "node-monitor-grace-period", 40*time.Second, "how long a node may miss heartbeats before it is marked unreachable (kube-controller-manager's flag)")
 	fs.StringVar(&o.logFile, "log-file", "", "where pitstop's own log goes: a path, or - for stderr (default: logs/pitstop.log in the cluster's directory)")
 	fs.BoolVar(&o.realNode, "real-node", false, "join one real worker, "+localcluster.RealNodeName+" (labelled "+localcluster.LabelRealNode+"=true): a kubelet with containerd that runs pods for real; needs root and `make deps`")
@@ -124,6 +127,9 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	if !o.runManager {
 		o.rolling, o.machines = false, false // the demos drive the manager
 	}
+	if !o.machines {
+		o.cloudEvents = false // it runs on the Machine API
+	}
 	if o.machines {
 		o.manager.MachineAPI = true
 		if !slices.Contains(o.manager.MachineProviders, "kwok") {
@@ -169,6 +175,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 		return err
 	}
 
+	var cloudEC2 *ec2fake.Server
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
@@ -186,6 +193,17 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	}
 	if err := install.CRDs(ctx, c, crds); err != nil {
 		return err
+	}
+	if o.cloudEvents {
+		ec2 := demo.LocalEC2(c)
+		defer ec2.Close()
+		if !slices.Contains(o.manager.MachineProviders, "aws") {
+			o.manager.MachineProviders = append(o.manager.MachineProviders, "aws")
+		}
+		o.manager.AWSEndpoint, o.manager.AWSRegion = ec2.URL, demo.CloudRegion
+		o.manager.CloudEvents = []string{"aws"}
+		o.manager.CloudEventsInterval = 10 * time.Second
+		cloudEC2 = ec2
 	}
 	// The manager runs outside the cluster: the API server calls its webhook
 	// on 127.0.0.1, and it keeps its certificate Secret in its own namespace.
@@ -230,6 +248,13 @@ Press Ctrl-C to stop.
 		go func() {
 			if err := demo.Machines(ctx, c, out, 3, 20*time.Second); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(out, "machines demo: %v\n", err)
+			}
+		}()
+	}
+	if cloudEC2 != nil {
+		go func() {
+			if err := demo.CloudEvents(ctx, c, out, cloudEC2, 5); err != nil && ctx.Err() == nil {
+				fmt.Fprintf(out, "cloud events demo: %v\n", err)
 			}
 		}()
 	}

@@ -299,6 +299,15 @@ func (a *Admission) Wait(node string, keys, inLine []string, since, now time.Tim
 // Forget drops a node that is gone.
 func (a *Admission) Forget(node string) { a.waiters.set(node, nil, nil, time.Time{}, time.Time{}) }
 
+// NodeGone gives back every slot a deleted node held, at once rather
+// than at the next sweep: a machine replaced in maintenance frees its
+// budget for the next node as soon as it is gone. The caller has read
+// from the API server that the node no longer exists.
+func (a *Admission) NodeGone(ctx context.Context, node string) error {
+	a.Forget(node)
+	return a.slots.Sweep(ctx, func(_ budget.Key, holder string, _ *coordinationv1.Lease) bool { return holder == node })
+}
+
 // Wakes carries the nodes to evaluate at once, ahead of the rest: woken
 // for a slot freed or handed to them.
 func (a *Admission) Wakes() <-chan event.GenericEvent { return a.waiters.wake }

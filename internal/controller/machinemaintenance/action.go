@@ -125,16 +125,15 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 		step(a, pitstopv1alpha1.StepWaitingForReplacement, "waiting for a new machine of MachineSet %s to run with its node Ready", a.MachineSet)
 		return nil
 	case pitstopv1alpha1.StepWaitingForReplacement:
-		repl, err := r.replacement(ctx, mm, m, all)
-		if err != nil || repl == "" {
+		ready, err := r.replacement(ctx, mm, m, all)
+		if err != nil || !ready {
 			return err
 		}
 		// The record must outlive the old Machine, which goes next.
 		if err := r.disown(ctx, mm); err != nil {
 			return err
 		}
-		a.Replacement = repl
-		step(a, pitstopv1alpha1.StepDeletingMachine, "machine %s is Running and its node Ready; removing machine %s", repl, m.Name)
+		step(a, pitstopv1alpha1.StepDeletingMachine, "machine %s is Running and its node Ready; removing machine %s", a.Replacement, m.Name)
 		return nil
 	case pitstopv1alpha1.StepDeletingMachine:
 		if err := r.disown(ctx, mm); err != nil {
@@ -220,44 +219,62 @@ func (r *Reconciler) scaleBack(ctx context.Context, mm *pitstopv1alpha1.MachineM
 	return nil
 }
 
-// replacement finds the new Machine of the surge: one of the set that was
-// not there when the surge began, Running with its node Ready, and not
-// taken by another replacement.
-func (r *Reconciler) replacement(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, old *machinev1beta1.Machine, all []pitstopv1alpha1.MachineMaintenance) (string, error) {
+// replacement claims the new Machine of the surge and says whether it is
+// ready: the oldest Machine of the set that was not there when the surge
+// began and that no other replacement has claimed, claimed (recorded in
+// the action) before it runs, so that two surges at once each get one of
+// the two new machines whichever runs first; ready once it is Running with
+// its node Ready and taking workloads (no not-ready taint left).
+func (r *Reconciler) replacement(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, old *machinev1beta1.Machine, all []pitstopv1alpha1.MachineMaintenance) (bool, error) {
 	a := mm.Status.Action
-	taken := map[string]bool{}
-	for _, name := range a.Existing {
-		taken[name] = true
-	}
-	for i := range all {
-		if o := all[i].Status.Action; o != nil && o.Replacement != "" && all[i].Name != mm.Name {
-			taken[o.Replacement] = true
-		}
-	}
 	var machines machinev1beta1.MachineList
 	if err := r.client.List(ctx, &machines, client.InNamespace(mm.Namespace)); err != nil {
-		return "", err
+		return false, err
 	}
-	for i := range machines.Items {
-		m := &machines.Items[i]
-		if m.Name == old.Name || taken[m.Name] || owningSet(m) != a.MachineSet || !m.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if m.Status.Phase == nil || *m.Status.Phase != machinev1beta1.PhaseRunning || m.Status.NodeRef == nil {
-			continue
-		}
-		node := &corev1.Node{}
-		if err := r.client.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
+	var claimed *machinev1beta1.Machine
+	if a.Replacement != "" {
+		for i := range machines.Items {
+			if m := &machines.Items[i]; m.Name == a.Replacement && m.DeletionTimestamp.IsZero() {
+				claimed = m
 			}
-			return "", err
-		}
-		if nodeview.Ready(node) {
-			return m.Name, nil
 		}
 	}
-	return "", nil
+	if claimed == nil {
+		taken := map[string]bool{old.Name: true}
+		for _, name := range a.Existing {
+			taken[name] = true
+		}
+		for i := range all {
+			if o := all[i].Status.Action; o != nil && o.Replacement != "" && !(all[i].Name == mm.Name && all[i].Namespace == mm.Namespace) {
+				taken[o.Replacement] = true
+			}
+		}
+		sort.SliceStable(machines.Items, func(i, j int) bool {
+			return machines.Items[i].CreationTimestamp.Before(&machines.Items[j].CreationTimestamp)
+		})
+		for i := range machines.Items {
+			m := &machines.Items[i]
+			if !taken[m.Name] && owningSet(m) == a.MachineSet && m.DeletionTimestamp.IsZero() {
+				claimed = m
+				break
+			}
+		}
+		if claimed == nil {
+			a.Replacement = ""
+			a.Message = "waiting for MachineSet " + a.MachineSet + " to create the new machine"
+			return false, nil
+		}
+		a.Replacement = claimed.Name
+	}
+	a.Message = "waiting for machine " + claimed.Name + " to run with its node Ready"
+	if claimed.Status.Phase == nil || *claimed.Status.Phase != machinev1beta1.PhaseRunning || claimed.Status.NodeRef == nil {
+		return false, nil
+	}
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: claimed.Status.NodeRef.Name}, node); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return nodeview.Serving(node), nil
 }
 
 // setMachines names the Machines of a MachineSet.

@@ -181,6 +181,15 @@ func (c *cluster) node(name, providerID string, edit ...func(*corev1.Node)) *cor
 	if err := env.Client.Status().Update(c.t.Context(), ready); err != nil {
 		c.t.Fatal(err)
 	}
+	// The API server taints a new node not-ready; the node lifecycle
+	// controller, which envtest does not run, takes the taint off once the
+	// node is Ready.
+	untainted := ready.DeepCopy()
+	untainted.Spec.Taints = nil
+	if err := env.Client.Patch(c.t.Context(), untainted, client.MergeFrom(ready)); err != nil {
+		c.t.Fatal(err)
+	}
+	ready = untainted
 	c.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
 	return ready
 }

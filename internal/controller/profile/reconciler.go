@@ -64,11 +64,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			node = &corev1.Node{}
 			if err := reader.Get(ctx, req.NamespacedName, node); err != nil {
 				if apierrors.IsNotFound(err) {
-					r.admission.Forget(req.Name)
 					r.written.forget(req.Name)
 					r.decisions.Forget(req.Name)
+					return ctrl.Result{}, r.nodeGone(ctx, req.Name)
 				}
-				return ctrl.Result{}, client.IgnoreNotFound(err)
+				return ctrl.Result{}, err
 			}
 			node = r.written.newest(node)
 		}
@@ -83,6 +83,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		live = nodepatch.LiveNode(err)
 	}
 	return ctrl.Result{RequeueAfter: conflictRetry}, nil
+}
+
+// nodeGone gives back the slots of a node the API server no longer has (a
+// node the cache alone misses is left to the next evaluation).
+func (r *Reconciler) nodeGone(ctx context.Context, name string) error {
+	if err := r.apiReader.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{}); !apierrors.IsNotFound(err) {
+		return client.IgnoreNotFound(err)
+	}
+	return r.admission.NodeGone(ctx, name)
 }
 
 // writeRecord puts the record and the state label on the node; a node no

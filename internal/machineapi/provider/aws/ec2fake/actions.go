@@ -35,6 +35,9 @@ func (s *Server) runInstances(p url.Values) (any, *Fault) {
 		return nil, fault
 	}
 	s.instances = append(s.instances, i)
+	if f := s.onLaunch; f != nil {
+		go f(clone(i))
+	}
 	return s.runResponse(i), nil
 }
 
@@ -198,6 +201,9 @@ func (s *Server) terminateInstances(p url.Values) (any, *Fault) {
 		prev := i.State
 		// The fake skips shutting-down: the instance is gone at once.
 		i.State = StateTerminated
+		if f := s.onTerminate; f != nil && prev != StateTerminated {
+			go f(clone(i))
+		}
 		i.PublicIP, i.PublicDNS = "", ""
 		resp.Instances = append(resp.Instances, xmlStateChange{
 			InstanceID:    i.ID,

@@ -103,6 +103,8 @@ type Server struct {
 	seq         int
 	reboots     map[string]int
 	onReboot    func(id string)
+	onLaunch    func(Instance)
+	onTerminate func(Instance)
 }
 
 type pendingFault struct {
@@ -113,11 +115,37 @@ type pendingFault struct {
 // New starts a fake EC2 that stops when the test ends. It pages results
 // 1000 at a time, as EC2 does at most; SetPageSize makes pages smaller.
 func New(t testing.TB) *Server {
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake EC2 outside a test (a demo): Close stops it. Its
+// pages are a thousand items long, as EC2's are at most.
+func Start() *Server {
 	s := &Server{credentials: map[string]string{}, faults: map[string][]*pendingFault{}, pageSize: 1000, reboots: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// Close stops a fake Start started.
+func (s *Server) Close() { s.srv.Close() }
+
+// OnLaunch makes RunInstances call f with each instance it launches, and
+// OnTerminate TerminateInstances with each it terminates: a demo makes and
+// removes the instances' nodes there. f runs on a goroutine of its own.
+func (s *Server) OnLaunch(f func(Instance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onLaunch = f
+}
+
+// OnTerminate: see OnLaunch.
+func (s *Server) OnTerminate(f func(Instance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onTerminate = f
 }
 
 // AddCredentials makes the fake accept requests signed with this key.
