@@ -30,7 +30,9 @@ const roleLabel = "machine.openshift.io/cluster-api-machine-role"
 // node's MachineMaintenance (the cloud event's, else one of its own), and
 // is done once the replacement is: the MachineMaintenance controller does
 // the work and keeps its step, so a restart resumes it.
-type replaceMachineTrigger struct{ spec pitstopv1alpha1.ReplaceMachineTrigger }
+type replaceMachineTrigger struct {
+	spec pitstopv1alpha1.ReplaceMachineTrigger
+}
 
 func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	if mm, err := actionOf(ctx, c, pitstopv1alpha1.ActionReplace); err != nil || mm != nil {
@@ -62,7 +64,9 @@ func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string
 // rebootInstanceTrigger drains the node (the profile's NodeMaintenance),
 // asks for its instance to be rebooted, waits until the node is back and
 // restores it.
-type rebootInstanceTrigger struct{ spec pitstopv1alpha1.RebootInstanceTrigger }
+type rebootInstanceTrigger struct {
+	spec pitstopv1alpha1.RebootInstanceTrigger
+}
 
 func (t rebootInstanceTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	mm, err := actionOf(ctx, c, pitstopv1alpha1.ActionReboot)
