@@ -199,6 +199,8 @@ func assertClusterGone(t *testing.T, dir string, dirGone bool) {
 // TestMachinesDemo runs the demo's Machine API part: a MachineSet scaled
 // to 3 on the kwok provider, then a MachineHealthCheck replacing the
 // machine whose node stopped its heartbeat; kubectl sees the machines.
+// Beside it, the cloud events demo: an aws MachineSet of 5 on the local
+// EC2 endpoint, its scheduled events handled in the window.
 func TestMachinesDemo(t *testing.T) {
 	p := startPitstop(t, "dev", "--nodes=2", "--control-plane-nodes=1", "--rolling=false", "--node-monitor-grace-period=10s", "--log-file=-",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--dashboard-addr=0", fmt.Sprintf("--webhook-port=%d", testutil.FreePort(t)))
@@ -214,6 +216,17 @@ func TestMachinesDemo(t *testing.T) {
 	machines := kubectl(t, environ, "get", "machines.machine.openshift.io", "-n", "machines", "--no-headers")
 	if strings.Contains(machines, sick+" ") || strings.Count(strings.TrimSpace(machines), "\n") != 2 {
 		t.Errorf("kubectl get machines after the replacement:\n%s", machines)
+	}
+	// The cloud events part: retirements and a reboot EC2 schedules on
+	// the aws MachineSet, Planned while the window is shut, then handled.
+	p.awaitLineAnywhere("Cloud events: 4 MachineMaintenances Planned", 2*time.Minute)
+	done := p.awaitLineAnywhere("Cloud events: all 4 Completed", 3*time.Minute)
+	if !strings.Contains(done, "5 of 5") {
+		t.Errorf("capacity during the replacements: %q", done)
+	}
+	mms := kubectl(t, environ, "get", "machinemaintenances", "-n", "openshift-machine-api")
+	if strings.Count(mms, "Completed") != 4 || !strings.Contains(mms, "instance-retirement") || !strings.Contains(mms, "START BY") {
+		t.Errorf("kubectl get machinemaintenances:\n%s", mms)
 	}
 	if code := p.signal(syscall.SIGINT, 30*time.Second); code != 0 {
 		t.Errorf("exit code %d after Ctrl-C", code)

@@ -39,6 +39,8 @@ type child struct {
 	stderr *syncBuffer
 	done   chan struct{}
 	err    error
+	// read are the lines awaitLine has read so far.
+	read []string
 }
 
 // startPitstop runs `pitstop args...` as a child process. It is killed when
@@ -94,6 +96,7 @@ func (c *child) awaitLine(prefix string, timeout time.Duration) (string, []strin
 				c.t.Fatalf("pitstop exited before printing %q; stdout:\n%s", prefix, strings.Join(seen, "\n"))
 			}
 			seen = append(seen, line)
+			c.read = append(c.read, line)
 			if strings.HasPrefix(strings.TrimSpace(line), prefix) {
 				return strings.TrimSpace(line), seen
 			}
@@ -101,6 +104,19 @@ func (c *child) awaitLine(prefix string, timeout time.Duration) (string, []strin
 			c.t.Fatalf("pitstop did not print %q within %s; stdout:\n%s", prefix, timeout, strings.Join(seen, "\n"))
 		}
 	}
+}
+
+// awaitLineAnywhere is awaitLine, also finding a line an earlier
+// awaitLine read past: for lines of demos that run side by side.
+func (c *child) awaitLineAnywhere(prefix string, timeout time.Duration) string {
+	c.t.Helper()
+	for _, line := range c.read {
+		if strings.HasPrefix(strings.TrimSpace(line), prefix) {
+			return strings.TrimSpace(line)
+		}
+	}
+	line, _ := c.awaitLine(prefix, timeout)
+	return line
 }
 
 // signal sends sig and waits for the process to exit, returning its exit
