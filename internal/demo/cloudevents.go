@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
@@ -104,51 +105,6 @@ func LocalEC2(c client.Client) *ec2fake.Server {
 	return f
 }
 
-// CloudEventsProfile is the demo's profile (config/samples/
-// cloud-events.yaml): a node with a scheduled event waits for the
-// window, or for its latest safe start; then, one at a time, a reboot
-// event is met with a reboot in place and any other with a replacement
-// (surge: a new machine first).
-const CloudEventsProfile = `apiVersion: pitstop.dev/v1alpha1
-kind: MaintenanceProfile
-metadata:
-  name: cloud-events
-spec:
-  nodeSelector:
-    matchLabels:
-      pitstop.dev/pool: cloud-workers
-  checks:
-  - name: scheduled
-    hasLabel: {key: pitstop.dev/scheduled-event}
-  - name: reboot_event
-    hasLabel: {key: pitstop.dev/scheduled-event, value: instance-reboot}
-  - name: window
-    # Saturdays 02:00-06:00 UTC; the demo moves it to now
-    timeWindow: {start: "02:00", end: "06:00", weekdays: [Sat], timeZone: UTC}
-  - name: deadline
-    deadline: {}
-  - name: one_at_a_time
-    maxMaintenance: {max: 1, profileScoped: true}
-  triggers:
-  - name: replace
-    replaceMachine: {}
-  - name: reboot
-    rebootInstance:
-      drain: {timeout: 10m}
-  states:
-    operational:
-      transitions:
-      - {check: scheduled, next: maintenance-required}
-    maintenanceRequired:
-      transitions:
-      - {check: "reboot_event && (window || deadline) && one_at_a_time", triggers: [reboot], next: in-maintenance}
-      - {check: "scheduled && !reboot_event && (window || deadline) && one_at_a_time", triggers: [replace], next: in-maintenance}
-      - {check: "!scheduled", next: operational}
-    inMaintenance:
-      transitions:
-      - {check: "!scheduled", next: operational}
-`
-
 // CloudEvents shows cloud events handled end to end against the local
 // EC2: a MachineSet of replicas aws Machines; EC2 schedules retirements
 // for three of them and a reboot for a fourth while the profile's window
@@ -163,13 +119,18 @@ func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2fa
 	}
 	fewest, stop := watchCloudCapacity(ctx, c)
 	defer stop()
+	data, err := config.Sample("cloud-events.yaml")
+	if err != nil {
+		return err
+	}
 	profile := &pitstopv1alpha1.MaintenanceProfile{}
-	if err := yaml.UnmarshalStrict([]byte(CloudEventsProfile), profile); err != nil {
+	if err := yaml.UnmarshalStrict(data, profile); err != nil {
 		return err
 	}
 	if err := c.Create(ctx, profile); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating MaintenanceProfile %s: %w", profile.Name, err)
 	}
+	fmt.Fprintf(out, "Cloud events: applied MaintenanceProfile %s (config/samples/cloud-events.yaml).\n", profile.Name)
 	machines, err := cloudMachines(ctx, c)
 	if err != nil {
 		return err

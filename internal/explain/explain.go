@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,10 @@ type NodeReport struct {
 	Cordoned    bool               `json:"cordoned"`
 	Profiles    []fleet.Evaluation `json:"profiles"`
 	Maintenance []Maintenance      `json:"maintenances,omitempty"`
-	Events      []Event            `json:"events,omitempty"`
+	// ScheduledEvents are the node's scheduled cloud events (its
+	// MachineMaintenances), earliest first.
+	ScheduledEvents []ScheduledEvent `json:"scheduledEvents,omitempty"`
+	Events          []Event          `json:"events,omitempty"`
 	// EventsError says why Events could not be read (RBAC, say).
 	EventsError string `json:"eventsError,omitempty"`
 	// NextChange is the earliest time a check's answer can change by
@@ -50,6 +54,20 @@ type Maintenance struct {
 	LastError string                         `json:"lastError,omitempty"`
 	Drained   *metav1.Condition              `json:"drained,omitempty"`
 	Deleting  bool                           `json:"deleting,omitempty"`
+}
+
+// ScheduledEvent is a cloud event scheduled for the node's instance, and
+// pitstop's plan for it.
+type ScheduledEvent struct {
+	Object          string     `json:"object"`
+	Code            string     `json:"code"`
+	Description     string     `json:"description,omitempty"`
+	NotBefore       *time.Time `json:"notBefore,omitempty"`
+	LatestSafeStart *time.Time `json:"latestSafeStart,omitempty"`
+	Phase           string     `json:"phase"`
+	Plan            string     `json:"plan,omitempty"`
+	Action          string     `json:"action,omitempty"`
+	AtRisk          string     `json:"atRisk,omitempty"`
 }
 
 // Event is one recent event about the node.
@@ -100,12 +118,51 @@ func Node(ctx context.Context, reader, events client.Reader, ev *fleet.Evaluator
 			r.Maintenance = append(r.Maintenance, MaintenanceOf(&nms.Items[i]))
 		}
 	}
+	r.ScheduledEvents = scheduledEvents(ctx, reader, name)
 	r.Events, err = nodeEvents(ctx, events, name)
 	if err != nil {
 		// The rest of the report stands without them.
 		r.EventsError = err.Error()
 	}
 	return r, nil
+}
+
+// scheduledEvents lists the node's MachineMaintenances, open ones first
+// and earliest first; none when the API server does not serve them.
+func scheduledEvents(ctx context.Context, reader client.Reader, name string) []ScheduledEvent {
+	list := &pitstopv1alpha1.MachineMaintenanceList{}
+	if err := reader.List(ctx, list, client.MatchingLabels{pitstopv1alpha1.LabelMachineMaintenanceNode: name}); err != nil {
+		return nil
+	}
+	items := list.Items
+	sort.SliceStable(items, func(i, j int) bool {
+		fi, fj := items[i].Status.Phase.Finished(), items[j].Status.Phase.Finished()
+		if fi != fj {
+			return !fi
+		}
+		a, b := items[i].Spec.NotBefore, items[j].Spec.NotBefore
+		return a != nil && (b == nil || a.Before(b))
+	})
+	out := make([]ScheduledEvent, 0, len(items))
+	for i := range items {
+		mm := &items[i]
+		e := ScheduledEvent{Object: mm.Namespace + "/" + mm.Name, Code: mm.Spec.Code, Description: mm.Spec.Description,
+			Phase: string(mm.Status.Phase), Plan: mm.Status.Plan}
+		if t := mm.Spec.NotBefore; t != nil {
+			e.NotBefore = &t.Time
+		}
+		if t := mm.Status.LatestSafeStart; t != nil {
+			e.LatestSafeStart = &t.Time
+		}
+		if a := mm.Status.Action; a != nil {
+			e.Action = fmt.Sprintf("%s %s: %s", strings.ToLower(string(a.Type)), a.Step, a.Message)
+		}
+		if c := meta.FindStatusCondition(mm.Status.Conditions, "DeadlineAtRisk"); c != nil && c.Status == metav1.ConditionTrue {
+			e.AtRisk = c.Message
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // MaintenanceOf is what a NodeMaintenance tells about its drain.

@@ -66,6 +66,29 @@ func (r *NodeReport) WriteText(w io.Writer) error {
 			}
 		}
 	}
+	for _, e := range r.ScheduledEvents {
+		p.line(0, "")
+		when := "at an unknown time"
+		if e.NotBefore != nil {
+			when = "at " + stamp(*e.NotBefore) + " (" + until(r.Generated, *e.NotBefore) + ")"
+		}
+		p.line(0, "Scheduled event %s %s (MachineMaintenance %s): %s", e.Code, when, e.Object, e.Phase)
+		if e.Description != "" {
+			p.line(1, "%s", e.Description)
+		}
+		if e.LatestSafeStart != nil {
+			p.line(1, "latest safe start: %s (%s)", stamp(*e.LatestSafeStart), until(r.Generated, *e.LatestSafeStart))
+		}
+		if e.Plan != "" {
+			p.line(1, "plan: %s", e.Plan)
+		}
+		if e.Action != "" {
+			p.line(1, "action: %s", e.Action)
+		}
+		if e.AtRisk != "" {
+			p.line(1, "AT RISK: %s", e.AtRisk)
+		}
+	}
 	for _, m := range r.Maintenance {
 		p.line(0, "")
 		state := m.Phase
@@ -130,4 +153,12 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC"
 
 func ago(now, t time.Time) string {
 	return now.Sub(t).Round(time.Second).String() + " ago"
+}
+
+// until says how far t is from now: "in 3h0m0s", or "12s ago".
+func until(now, t time.Time) string {
+	if t.Before(now) {
+		return ago(now, t)
+	}
+	return "in " + t.Sub(now).Round(time.Second).String()
 }

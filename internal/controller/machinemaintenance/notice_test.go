@@ -14,8 +14,11 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -267,6 +270,20 @@ func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
 	})
 	if !hasEvent(t, c.ns, "DeadlineAtRisk") {
 		t.Error("no DeadlineAtRisk Event")
+	}
+	// pitstop explain node shows the event, its plan and the risk.
+	report, err := explain.Node(t.Context(), env.Client, env.Client, fleet.NewEvaluator(env.Client, check.Deps{}), c.ns+"-worker-a", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := report.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Scheduled event instance-retirement at ", "(MachineMaintenance " + c.ns + "/" + name + "): Scheduled", "latest safe start: ", "plan: no profile has taken up the event", "AT RISK: no profile has taken up instance-retirement"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("pitstop explain node lacks %q:\n%s", want, text.String())
+		}
 	}
 	node := &corev1.Node{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: c.ns + "-worker-a"}, node); err != nil {
