@@ -157,6 +157,20 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 	if !hasEvent(t, c.ns, "Rescheduled") {
 		t.Error("no Rescheduled Event")
 	}
+
+	// An object deleted by hand takes its event off the node.
+	if err := env.Client.Delete(t.Context(), mm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: mm.Spec.NodeName}, node); err != nil {
+			return err
+		}
+		if got, ok := node.Labels[pitstopv1alpha1.LabelScheduledEvent]; ok {
+			return fmt.Errorf("label %q left after its object was deleted", got)
+		}
+		return nil
+	})
 }
 
 // TestAPollThatFailsChangesNothingAndSaysSo: EC2 throttling every attempt

@@ -60,13 +60,17 @@ type Reconciler struct {
 // Reconcile brings one MachineMaintenance and its node up to date.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	mm := &pitstopv1alpha1.MachineMaintenance{}
-	if err := r.client.Get(ctx, req.NamespacedName, mm); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	getErr := r.client.Get(ctx, req.NamespacedName, mm)
+	if getErr != nil && !apierrors.IsNotFound(getErr) {
+		return ctrl.Result{}, getErr
 	}
 	now := r.clock.Now()
 	var all pitstopv1alpha1.MachineMaintenanceList
 	if err := r.client.List(ctx, &all); err != nil {
 		return ctrl.Result{}, err
+	}
+	if getErr != nil {
+		return ctrl.Result{}, r.deleted(ctx, req.Namespace+"/"+req.Name, all.Items)
 	}
 	if mm.Status.Phase.Finished() {
 		return r.finished(ctx, mm, all.Items, now)
@@ -88,6 +92,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.observe(all.Items, now)
 	return ctrl.Result{RequeueAfter: shortest(after, until(next, now))}, nil
+}
+
+// deleted takes a deleted object's event off the nodes that carry it,
+// putting on their next event if they have one.
+func (r *Reconciler) deleted(ctx context.Context, object string, all []pitstopv1alpha1.MachineMaintenance) error {
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return err
+	}
+	for i := range nodes.Items {
+		if nodes.Items[i].Annotations[pitstopv1alpha1.AnnotationScheduledEventObject] == object {
+			if err := r.signal(ctx, nodes.Items[i].Name, all, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // finished removes a finished object once its retention has passed, and
