@@ -21,14 +21,15 @@ import (
 func newExplainCommand() *cobra.Command {
 	var kubeconfig, kubeContext, output string
 	cmd := &cobra.Command{
-		Use:   "explain (node|profile) NAME",
-		Short: "Say why a node is where it is in its maintenance, or how a profile's nodes stand",
+		Use:   "explain (node|profile|machine) NAME",
+		Short: "Say why a node is where it is in its maintenance, how a profile's nodes stand, or what is planned for a machine",
 		Long: `Read the live cluster and print, for a node, each MaintenanceProfile's
 state and since when, every transition of that state with each check's
 result and reason, what the drain (NodeMaintenance) is waiting for, recent
 events, and when the answer can next change by itself. For a profile: whether
 it runs, its nodes per state, and why each node that is not operational
-waits, longest first.
+waits, longest first. For a machine (NAMESPACE/NAME): its scheduled cloud
+events with the plan for each (MachineMaintenances), then its node's report.
 
 The checks are evaluated the way the manager evaluates them, from the
 cluster as it is now (a prometheusInstant check queries Prometheus); nothing
@@ -40,8 +41,8 @@ uses: --kubeconfig, else $KUBECONFIG or ~/.kube/config, at --context or
 the current context, else the in-cluster service account. Installed as
 kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 2 || (args[0] != "node" && args[0] != "profile") {
-				return usageError{fmt.Errorf("explain takes a kind (node or profile) and a name, got %q", args)}
+			if len(args) != 2 || (args[0] != "node" && args[0] != "profile" && args[0] != "machine") {
+				return usageError{fmt.Errorf("explain takes a kind (node, profile or machine) and a name, got %q", args)}
 			}
 			if output != "text" && output != "json" {
 				return usageError{&manager.FlagError{Flag: "output", Value: output, Reason: "must be text or json"}}
@@ -62,9 +63,12 @@ kubectl-pitstop on the PATH, it is also "kubectl pitstop explain".`,
 			// machine explain runs on.
 			ev := fleet.NewEvaluator(c, check.Deps{Prometheus: check.NewPrometheusClient()})
 			var report interface{ WriteText(io.Writer) error }
-			if args[0] == "node" {
+			switch args[0] {
+			case "node":
 				report, err = explain.Node(cmd.Context(), c, c, ev, args[1], time.Now())
-			} else {
+			case "machine":
+				report, err = explain.Machine(cmd.Context(), c, c, ev, args[1], time.Now())
+			default:
 				report, err = explain.Profile(cmd.Context(), c, ev, args[1], time.Now())
 			}
 			if err != nil {

@@ -134,7 +134,12 @@ func scheduledEvents(ctx context.Context, reader client.Reader, name string) []S
 	if err := reader.List(ctx, list, client.MatchingLabels{pitstopv1alpha1.LabelMachineMaintenanceNode: name}); err != nil {
 		return nil
 	}
-	items := list.Items
+	return scheduledEventsOf(list.Items)
+}
+
+// scheduledEventsOf is what MachineMaintenances tell, open ones first and
+// earliest first.
+func scheduledEventsOf(items []pitstopv1alpha1.MachineMaintenance) []ScheduledEvent {
 	sort.SliceStable(items, func(i, j int) bool {
 		fi, fj := items[i].Status.Phase.Finished(), items[j].Status.Phase.Finished()
 		if fi != fj {

@@ -66,29 +66,7 @@ func (r *NodeReport) WriteText(w io.Writer) error {
 			}
 		}
 	}
-	for _, e := range r.ScheduledEvents {
-		p.line(0, "")
-		when := "at an unknown time"
-		if e.NotBefore != nil {
-			when = "at " + stamp(*e.NotBefore) + " (" + until(r.Generated, *e.NotBefore) + ")"
-		}
-		p.line(0, "Scheduled event %s %s (MachineMaintenance %s): %s", e.Code, when, e.Object, e.Phase)
-		if e.Description != "" {
-			p.line(1, "%s", e.Description)
-		}
-		if e.LatestSafeStart != nil {
-			p.line(1, "latest safe start: %s (%s)", stamp(*e.LatestSafeStart), until(r.Generated, *e.LatestSafeStart))
-		}
-		if e.Plan != "" {
-			p.line(1, "plan: %s", e.Plan)
-		}
-		if e.Action != "" {
-			p.line(1, "action: %s", e.Action)
-		}
-		if e.AtRisk != "" {
-			p.line(1, "AT RISK: %s", e.AtRisk)
-		}
-	}
+	writeScheduledEvents(p, r.Generated, r.ScheduledEvents)
 	for _, m := range r.Maintenance {
 		p.line(0, "")
 		state := m.Phase
@@ -161,4 +139,31 @@ func until(now, t time.Time) string {
 		return ago(now, t)
 	}
 	return "in " + t.Sub(now).Round(time.Second).String()
+}
+
+// writeScheduledEvents prints scheduled cloud events and their plans.
+func writeScheduledEvents(p *printer, now time.Time, events []ScheduledEvent) {
+	for _, e := range events {
+		p.line(0, "")
+		when := "at an unknown time"
+		if e.NotBefore != nil {
+			when = "at " + stamp(*e.NotBefore) + " (" + until(now, *e.NotBefore) + ")"
+		}
+		p.line(0, "Scheduled event %s %s (MachineMaintenance %s): %s", e.Code, when, e.Object, e.Phase)
+		if e.Description != "" {
+			p.line(1, "%s", e.Description)
+		}
+		if e.LatestSafeStart != nil {
+			p.line(1, "latest safe start: %s (%s)", stamp(*e.LatestSafeStart), until(now, *e.LatestSafeStart))
+		}
+		if e.Plan != "" {
+			p.line(1, "plan: %s", e.Plan)
+		}
+		if e.Action != "" {
+			p.line(1, "action: %s", e.Action)
+		}
+		if e.AtRisk != "" {
+			p.line(1, "AT RISK: %s", e.AtRisk)
+		}
+	}
 }

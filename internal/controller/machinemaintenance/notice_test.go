@@ -299,6 +299,23 @@ func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
 			t.Errorf("pitstop explain node lacks %q:\n%s", want, text.String())
 		}
 	}
+	// pitstop explain machine: the Machine, its event and plan, its node.
+	mreport, err := explain.Machine(t.Context(), env.Client, env.Client, fleet.NewEvaluator(env.Client, check.Deps{}), c.ns+"/worker-a", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text.Reset()
+	if err := mreport.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Machine " + c.ns + "/worker-a: Running, node " + c.ns + "-worker-a", "Scheduled event instance-retirement at ", "Node " + c.ns + "-worker-a: "} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("pitstop explain machine lacks %q:\n%s", want, text.String())
+		}
+	}
+	if _, err := explain.Machine(t.Context(), env.Client, env.Client, fleet.NewEvaluator(env.Client, check.Deps{}), "worker-a", time.Now()); err == nil || !strings.Contains(err.Error(), "NAMESPACE/NAME") {
+		t.Errorf("a machine named without its namespace: %v", err)
+	}
 	node := &corev1.Node{}
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: c.ns + "-worker-a"}, node); err != nil {
 		t.Fatal(err)
