@@ -101,7 +101,13 @@ func (c *cluster) machinesOf(ms *machinev1beta1.MachineSet) []machinev1beta1.Mac
 // MachineMaintenance once the poll has made it.
 func (c *cluster) retire(m *machinev1beta1.Machine, eventID string) string {
 	c.t.Helper()
-	id := instanceOfMachine(c.t, m)
+	return c.retireID(instanceOfMachine(c.t, m), eventID)
+}
+
+// retireID schedules a retirement for an instance and returns its
+// MachineMaintenance once the poll has made it.
+func (c *cluster) retireID(id, eventID string) string {
+	c.t.Helper()
 	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: eventID, Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, eventID)
 	eventually(c.t, func() error {

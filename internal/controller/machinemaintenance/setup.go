@@ -105,6 +105,17 @@ func Setup(mgr ctrl.Manager, opts Options) (*Poller, error) {
 	if opts.Machines {
 		b = b.Watches(&machinev1beta1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.ofMachine))
 	}
+	// An action that ends lets the one waiting its turn (control-plane
+	// machines go one at a time) go at once.
+	b = b.Watches(&pitstopv1alpha1.MachineMaintenance{}, handler.EnqueueRequestsFromMapFunc(r.waitingTurn), builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			a := e.ObjectNew.(*pitstopv1alpha1.MachineMaintenance).Status.Action
+			before := e.ObjectOld.(*pitstopv1alpha1.MachineMaintenance).Status.Action
+			return a != nil && actionOver(a) && (before == nil || !actionOver(before))
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}))
 	if err := b.WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).Complete(r); err != nil {
 		return nil, err
 	}
@@ -150,6 +161,22 @@ func (r *Reconciler) ofMachine(ctx context.Context, o client.Object) []reconcile
 		mm := &list.Items[i]
 		busy := mm.Status.Action != nil && !actionOver(mm.Status.Action)
 		if mm.Spec.MachineName == o.GetName() || busy {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mm.Namespace, Name: mm.Name}})
+		}
+	}
+	return reqs
+}
+
+// waitingTurn maps an ended action to the actions still at Requested.
+func (r *Reconciler) waitingTurn(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list pitstopv1alpha1.MachineMaintenanceList
+	if err := r.client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		mm := &list.Items[i]
+		if a := mm.Status.Action; a != nil && a.Step == pitstopv1alpha1.StepRequested {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mm.Namespace, Name: mm.Name}})
 		}
 	}
