@@ -146,6 +146,7 @@ func runTrigger(t *testing.T, inst pitstopv1alpha1.TriggerInstance, nodeName, ns
 		done, status, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", From: pitstopv1alpha1.StateMaintenanceRequired,
 			Since: since, Now: time.Now(), Namespace: ns, Client: env.Client})
 		if err != nil {
+			t.Logf("trigger run %d: %v", runs, err)
 			return err
 		}
 		if !done {
@@ -399,4 +400,44 @@ func patchNode(t *testing.T, name string, edit func(*corev1.Node)) {
 		edit(node)
 		return env.Client.Patch(t.Context(), node, client.MergeFrom(base))
 	})
+}
+
+// TestRebootANodeWithoutMachineOrEvent: a profile may reboot a node that
+// has neither a Machine nor a scheduled event: the trigger records a
+// reboot of its own (provider pitstop, in pitstop's namespace), EC2
+// reboots the node's instance (read from its providerID, with the default
+// credentials), and the record ends Completed.
+func TestRebootANodeWithoutMachineOrEvent(t *testing.T) {
+	c := newCluster(t, "lonereboot")
+	id, providerID := c.instance()
+	node := c.node("lone", providerID)
+	c.ec2.OnReboot(func(string) {
+		go patchNodeStatus(node.Name, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })
+	})
+	playNodeMaintenances(t)
+	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "reboot", RebootInstance: &pitstopv1alpha1.RebootInstanceTrigger{}}, node.Name, c.ns, time.Now().Add(-time.Minute))
+	if n := c.ec2.Reboots(id); n != 1 {
+		t.Errorf("%d reboots, want 1", n)
+	}
+	var list pitstopv1alpha1.MachineMaintenanceList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(c.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d MachineMaintenances, want the reboot's own", len(list.Items))
+	}
+	mm := phaseIs(t, c.ns, list.Items[0].Name, pitstopv1alpha1.EventCompleted)
+	if mm.Spec.Provider != "pitstop" || mm.Spec.Code != "reboot" || mm.Spec.InstanceID != id || mm.Spec.NodeName != node.Name {
+		t.Errorf("spec = %+v", mm.Spec)
+	}
+}
+
+func patchNodeStatus(name string, edit func(*corev1.Node)) {
+	node := &corev1.Node{}
+	if env.Client.Get(context.Background(), client.ObjectKey{Name: name}, node) != nil {
+		return
+	}
+	base := node.DeepCopy()
+	edit(node)
+	_ = env.Client.Status().Patch(context.Background(), node, client.MergeFrom(base))
 }

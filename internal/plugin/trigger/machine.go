@@ -159,7 +159,7 @@ func request(ctx context.Context, c Context, namespace string, m *machinev1beta1
 	var mm *pitstopv1alpha1.MachineMaintenance
 	for i := range list {
 		// A reboot answers reboot events only; a replacement answers any.
-		fits := action.Type == pitstopv1alpha1.ActionReplace || strings.HasSuffix(list[i].Spec.Code, "-reboot")
+		fits := action.Type == pitstopv1alpha1.ActionReplace || strings.HasSuffix(list[i].Spec.Code, "-reboot") || list[i].Spec.Code == code
 		if fits && !list[i].Status.Phase.Finished() && list[i].Status.Action == nil && list[i].DeletionTimestamp.IsZero() {
 			mm = &list[i]
 			break
