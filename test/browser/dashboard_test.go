@@ -122,6 +122,24 @@ func TestDashboardInChromium(t *testing.T) {
 		awaitPage(t, browser, "the node's events", text("#events"), containsAll("Recent events"))
 	})
 
+	t.Run("the node page shows the node's scheduled cloud event and its plan", func(t *testing.T) {
+		notBefore := metav1.NewTime(time.Now().Add(72 * time.Hour).Truncate(time.Second))
+		startBy := metav1.NewTime(notBefore.Add(-90 * time.Minute))
+		mm := &pitstopv1alpha1.MachineMaintenance{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "dash", Name: "i-0abc-instance-event-1", Labels: map[string]string{pitstopv1alpha1.LabelMachineMaintenanceNode: "worker-000"}},
+			Spec: pitstopv1alpha1.MachineMaintenanceSpec{Provider: "aws", InstanceID: "i-0abc", EventID: "instance-event-1", Code: "instance-retirement",
+				Description: "The instance is running on degraded hardware", NotBefore: &notBefore, NodeName: "worker-000"},
+		}
+		testutil.Create(t, c, mm)
+		mm.Status = pitstopv1alpha1.MachineMaintenanceStatus{Phase: pitstopv1alpha1.EventPlanned, LatestSafeStart: &startBy, Plan: "node worker-000 is maintenance-required"}
+		if err := c.Status().Update(t.Context(), mm); err != nil {
+			t.Fatal(err)
+		}
+		navigate(t, browser, base+"/nodes/worker-000")
+		awaitPage(t, browser, "the scheduled event", text(`[data-object="dash/i-0abc-instance-event-1"]`),
+			containsAll("Scheduled event", "instance-retirement", "Planned", "degraded hardware", "Latest safe start", "Plan: node worker-000 is maintenance-required"))
+	})
+
 	t.Run("the node page follows the node without a reload", func(t *testing.T) {
 		navigate(t, browser, base+"/nodes/worker-003")
 		awaitPage(t, browser, "worker-003 operational", text(`[data-profile="rolling-reboot"] h2`), containsAll("operational"))

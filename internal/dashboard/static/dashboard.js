@@ -192,6 +192,7 @@ function renderNode(r) {
     !r.profiles.length && el("p", {}, "No MaintenanceProfile selects this node."),
     nextChange(r.nextChange, r.generated))];
   for (const e of r.profiles) out.push(renderEvaluation(e, r.generated));
+  for (const e of r.scheduledEvents || []) out.push(renderScheduledEvent(e, r.generated));
   for (const m of r.maintenances || []) out.push(renderMaintenance(m));
   out.push(renderEvents(r));
   return out;
@@ -224,6 +225,18 @@ function renderEvaluation(e, now) {
       t.blocked && el("p", { class: "blocked" }, "Blocked: " + t.blocked)));
   }
   return section;
+}
+
+// renderScheduledEvent shows a cloud event scheduled for the node's
+// instance (a MachineMaintenance) and pitstop's plan for it.
+function renderScheduledEvent(e, now) {
+  return el("section", { class: "scheduled-event", "data-object": e.object },
+    el("h2", {}, "Scheduled event ", el("code", {}, e.code), " ", e.notBefore ? when(e.notBefore, now) : "at an unknown time", ": ", e.phase || "-"),
+    el("p", {}, "MachineMaintenance ", el("code", {}, e.object), e.description ? ": " + e.description : ""),
+    e.latestSafeStart && el("p", { class: "start-by" }, "Latest safe start ", when(e.latestSafeStart, now), "."),
+    e.plan && el("p", { class: "plan" }, "Plan: " + e.plan),
+    e.action && el("p", { class: "action" }, "Action: " + e.action),
+    e.atRisk && el("p", { class: "error" }, "At risk: " + e.atRisk));
 }
 
 function renderMaintenance(m) {
