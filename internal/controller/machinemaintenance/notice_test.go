@@ -3,6 +3,7 @@ package machinemaintenance_test
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
@@ -352,4 +354,52 @@ func hasEvent(t *testing.T, ns, reason string) bool {
 		return fmt.Errorf("no %s Event yet", reason)
 	})
 	return found
+}
+
+// TestDeadlineAtRiskWhenNoTurnComesInTime: a Planned event is at risk as
+// soon as the engine's last decisions for its node take no transition and
+// the next change of any check's answer (a window opening) comes after the
+// latest safe start; on track while one comes before it.
+func TestDeadlineAtRiskWhenNoTurnComesInTime(t *testing.T) {
+	var nextChange atomic.Int64
+	nextChange.Store(time.Now().Add(time.Hour).Unix())
+	c := newCluster(t, "noturn", func(o *machinemaintenance.Options) {
+		o.Outlook = func(node string) map[string]engine.Decision {
+			return map[string]engine.Decision{"cloud": {Take: -1, NextChange: time.Unix(nextChange.Load(), 0)}}
+		}
+	})
+	_, id := c.machine("worker-a", nil)
+	name := c.retireID(id, "instance-event-w")
+	patchNode(t, c.ns+"-worker-a", func(n *corev1.Node) {
+		n.Labels[pitstopv1alpha1.LabelState] = string(pitstopv1alpha1.StateMaintenanceRequired)
+	})
+	atRisk := func(want metav1.ConditionStatus) *metav1.Condition {
+		var cond *metav1.Condition
+		eventually(t, func() error {
+			mm, err := mmOf(t, c.ns, name)
+			if err != nil {
+				return err
+			}
+			cond = meta.FindStatusCondition(mm.Status.Conditions, machinemaintenance.ConditionDeadlineAtRisk)
+			if mm.Status.Phase != pitstopv1alpha1.EventPlanned || cond == nil || cond.Status != want {
+				return fmt.Errorf("phase %s, DeadlineAtRisk %+v", mm.Status.Phase, cond)
+			}
+			return nil
+		})
+		return cond
+	}
+	atRisk(metav1.ConditionFalse)
+
+	// The window now opens only after the latest safe start.
+	nextChange.Store(time.Now().Add(80 * time.Hour).Unix())
+	mm, _ := mmOf(t, c.ns, name)
+	base := mm.DeepCopy()
+	mm.Annotations = map[string]string{"example.com/poke": "1"}
+	if err := env.Client.Patch(t.Context(), mm, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	cond := atRisk(metav1.ConditionTrue)
+	if cond.Reason != machinemaintenance.ReasonNoTurnInTime || !strings.Contains(cond.Message, "none can before") {
+		t.Errorf("DeadlineAtRisk = %+v", cond)
+	}
 }

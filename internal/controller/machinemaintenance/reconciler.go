@@ -33,11 +33,15 @@ const (
 	// actionPoll is how often a running action looks again when no watch
 	// wakes it.
 	actionPoll = 10 * time.Second
+	// outlookEvery is how often a planned event's outlook is looked at
+	// again: the engine's decisions change without waking this controller.
+	outlookEvery = 5 * time.Minute
 )
 
 // Reasons of the DeadlineAtRisk condition and Events.
 const (
 	ReasonNoProfile          = "NoProfile"
+	ReasonNoTurnInTime       = "NoTurnInTime"
 	ReasonPastLatestStart    = "PastLatestSafeStart"
 	ReasonOnTrack            = "OnTrack"
 	ReasonNoScheduledEvent   = "NoScheduledEvent"
@@ -218,11 +222,18 @@ func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Tim
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonNoProfile
 		c.Message = fmt.Sprintf("no profile has taken up %s and its latest safe start is %s", mm.Spec.Code, instantOf(latest))
 		next = latest
+	case mm.Status.Phase == pitstopv1alpha1.EventPlanned && r.noTurnBefore(mm.Spec.NodeName, latest) != "":
+		c.Status, c.Reason = metav1.ConditionTrue, ReasonNoTurnInTime
+		c.Message = fmt.Sprintf("%s: the latest safe start is %s", r.noTurnBefore(mm.Spec.NodeName, latest), instantOf(latest))
+		next = now.Add(outlookEvery)
 	default:
 		c.Message = "the latest safe start is " + instantOf(latest)
 		next = latest
 		if mm.Status.Phase == pitstopv1alpha1.EventScheduled {
 			next = warnAt
+		}
+		if mm.Status.Phase == pitstopv1alpha1.EventPlanned && r.opts.Outlook != nil {
+			next = earliest(next, now.Add(outlookEvery))
 		}
 	}
 	old := meta.FindStatusCondition(mm.Status.Conditions, ConditionDeadlineAtRisk)
@@ -231,6 +242,44 @@ func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Tim
 	}
 	meta.SetStatusCondition(&mm.Status.Conditions, c)
 	return next
+}
+
+// noTurnBefore says why no profile will let the node go before latest,
+// from the engine's last decisions: none takes a transition now, and the
+// earliest time a check's answer changes by itself (a window opening) is
+// after latest. "" when one may (a transition is taken, or an answer can
+// change in time, or only a change in the cluster, such as a freed
+// budget slot, can change it).
+func (r *Reconciler) noTurnBefore(node string, latest time.Time) string {
+	if r.opts.Outlook == nil || node == "" {
+		return ""
+	}
+	decisions := r.opts.Outlook(node)
+	if len(decisions) == 0 {
+		return ""
+	}
+	var next time.Time
+	for _, d := range decisions {
+		if d.Take >= 0 || d.NextChange.IsZero() {
+			return ""
+		}
+		next = earliest(next, d.NextChange)
+	}
+	if !next.After(latest) {
+		return ""
+	}
+	return fmt.Sprintf("no transition of node %s's profiles passes now, and none can before %s (the next window or wait)", node, instantOf(next))
+}
+
+// earliest is the earlier of two times, a zero one left out.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
 }
 
 // expected is how long an action of type t takes on this cluster: the

@@ -18,6 +18,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
+	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
@@ -43,6 +44,11 @@ type Options struct {
 	// ReplaceTime and RebootTime are what an action is expected to take
 	// until the cluster has finished some.
 	ReplaceTime, RebootTime time.Duration
+	// Outlook says what the profile engine last decided for a node, per
+	// profile: whether a transition is taken, and when a check's answer
+	// can next change by itself. Nil: no prediction (DeadlineAtRisk only
+	// from the warning and the latest safe start).
+	Outlook func(node string) map[string]engine.Decision
 	// Clock is the real clock unless a test sets one.
 	Clock clock.WithTicker
 }
