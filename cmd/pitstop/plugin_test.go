@@ -102,7 +102,7 @@ func TestKubectlPlugin(t *testing.T) {
 		{[]string{"plugin", "list"}, plugin},
 		{[]string{"pitstop", "version"}, "pitstop " + pluginVersion + " "},
 		{[]string{"pitstop", "--help"}, "kubectl pitstop [command]"},
-		{[]string{"pitstop", "explain", "--help"}, "kubectl pitstop explain (node|profile) NAME"},
+		{[]string{"pitstop", "explain", "--help"}, "kubectl pitstop explain (node|profile|machine) NAME"},
 		{[]string{"pitstop", "explain", "node", "plugin-0", "--context", "envtest"}, "Node plugin-0: "},
 	} {
 		stdout, stderr, err := kubectl(tc.args...)
