@@ -80,6 +80,11 @@ type MachineMaintenanceSpec struct {
 	MachineName string `json:"machineName,omitempty"`
 }
 
+// StartsBefore orders events by notBefore, those without one last.
+func (s *MachineMaintenanceSpec) StartsBefore(o *MachineMaintenanceSpec) bool {
+	return s.NotBefore != nil && (o.NotBefore == nil || s.NotBefore.Before(o.NotBefore))
+}
+
 // MachineActionType is what pitstop does about an event.
 // +kubebuilder:validation:Enum=Replace;Reboot
 type MachineActionType string

@@ -145,8 +145,7 @@ func scheduledEventsOf(items []pitstopv1alpha1.MachineMaintenance) []ScheduledEv
 		if fi != fj {
 			return !fi
 		}
-		a, b := items[i].Spec.NotBefore, items[j].Spec.NotBefore
-		return a != nil && (b == nil || a.Before(b))
+		return items[i].Spec.StartsBefore(&items[j].Spec)
 	})
 	out := make([]ScheduledEvent, 0, len(items))
 	for i := range items {

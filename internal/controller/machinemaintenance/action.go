@@ -398,5 +398,3 @@ func owningSet(m *machinev1beta1.Machine) string {
 	}
 	return ""
 }
-
-func equalJSON(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }

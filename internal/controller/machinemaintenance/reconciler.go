@@ -3,12 +3,14 @@ package machinemaintenance
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,7 +193,7 @@ func (r *Reconciler) plan(ctx context.Context, mm *pitstopv1alpha1.MachineMainte
 	if !mm.Status.Phase.Finished() && mm.Status.LatestSafeStart != nil {
 		next = r.atRisk(mm, now)
 	}
-	if !apiEqualStatus(before, mm) {
+	if !equality.Semantic.DeepEqual(before.Status, mm.Status) {
 		if err := r.client.Status().Patch(ctx, mm, client.MergeFrom(before)); err != nil {
 			return time.Time{}, client.IgnoreNotFound(err)
 		}
@@ -211,6 +213,10 @@ func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Tim
 	warnAt := latest.Add(-r.opts.WarnBefore)
 	started := mm.Status.Action != nil && mm.Status.Action.Step != pitstopv1alpha1.StepRequested
 	c := metav1.Condition{Type: ConditionDeadlineAtRisk, Status: metav1.ConditionFalse, Reason: ReasonOnTrack, ObservedGeneration: mm.Generation}
+	noTurn := ""
+	if !started && mm.Status.Phase == pitstopv1alpha1.EventPlanned {
+		noTurn = r.noTurnBefore(mm.Spec.NodeName, latest)
+	}
 	var next time.Time
 	switch {
 	case started:
@@ -222,9 +228,9 @@ func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Tim
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonNoProfile
 		c.Message = fmt.Sprintf("no profile has taken up %s and its latest safe start is %s", mm.Spec.Code, instantOf(latest))
 		next = latest
-	case mm.Status.Phase == pitstopv1alpha1.EventPlanned && r.noTurnBefore(mm.Spec.NodeName, latest) != "":
+	case noTurn != "":
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonNoTurnInTime
-		c.Message = fmt.Sprintf("%s: the latest safe start is %s", r.noTurnBefore(mm.Spec.NodeName, latest), instantOf(latest))
+		c.Message = fmt.Sprintf("%s: the latest safe start is %s", noTurn, instantOf(latest))
 		next = now.Add(outlookEvery)
 	default:
 		c.Message = "the latest safe start is " + instantOf(latest)
@@ -337,7 +343,7 @@ func (r *Reconciler) signal(ctx context.Context, nodeName string, all []pitstopv
 			open = append(open, mm)
 		}
 	}
-	sort.SliceStable(open, func(i, j int) bool { return earlier(open[i].Spec.NotBefore, open[j].Spec.NotBefore) })
+	sort.SliceStable(open, func(i, j int) bool { return open[i].Spec.StartsBefore(&open[j].Spec) })
 	before := node.DeepCopy()
 	cond := corev1.NodeCondition{Type: pitstopv1alpha1.ConditionScheduledEvent, Status: corev1.ConditionFalse, Reason: ReasonNoScheduledEvent,
 		Message: "no scheduled cloud event"}
@@ -365,7 +371,7 @@ func (r *Reconciler) signal(ctx context.Context, nodeName string, all []pitstopv
 			cond.Message += fmt.Sprintf("; %d more events", len(open)-1)
 		}
 	}
-	if !mapsEqual(before.Labels, node.Labels) || !mapsEqual(before.Annotations, node.Annotations) {
+	if !maps.Equal(before.Labels, node.Labels) || !maps.Equal(before.Annotations, node.Annotations) {
 		if err := r.client.Patch(ctx, node, client.MergeFrom(before)); err != nil {
 			return client.IgnoreNotFound(err)
 		}
@@ -442,16 +448,6 @@ func camel(code string) string {
 	return b.String()
 }
 
-func earlier(a, b *metav1.Time) bool {
-	switch {
-	case a == nil:
-		return false
-	case b == nil:
-		return true
-	}
-	return a.Before(b)
-}
-
 func rfc3339(t *metav1.Time) string {
 	if t == nil {
 		return ""
@@ -476,18 +472,6 @@ func setOrDelete(m map[string]string, k, v string) {
 	m[k] = v
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 func until(t, now time.Time) time.Duration {
 	if t.IsZero() {
 		return 0
@@ -507,8 +491,4 @@ func shortest(a, b time.Duration) time.Duration {
 		return a
 	}
 	return min(a, b)
-}
-
-func apiEqualStatus(a, b *pitstopv1alpha1.MachineMaintenance) bool {
-	return equalJSON(a.Status, b.Status)
 }

@@ -139,52 +139,44 @@ func nodeChanged(old, cur *corev1.Node) bool {
 
 // ofNode maps a node to its events and to the replacements under way.
 func (r *Reconciler) ofNode(ctx context.Context, o client.Object) []reconcile.Request {
-	var list pitstopv1alpha1.MachineMaintenanceList
-	if err := r.client.List(ctx, &list); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		mm := &list.Items[i]
-		busy := mm.Status.Action != nil && !actionOver(mm.Status.Action)
-		if mm.Spec.NodeName == o.GetName() || busy {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mm.Namespace, Name: mm.Name}})
-		}
-	}
-	return reqs
+	return r.requests(ctx, func(mm *pitstopv1alpha1.MachineMaintenance) bool {
+		return mm.Spec.NodeName == o.GetName() || busy(mm)
+	})
 }
 
 // ofMachine maps a Machine to the events of its namespace with an action
 // under way (a replacement waits for a new Machine, or for the old one to
 // go) and to its own.
 func (r *Reconciler) ofMachine(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, func(mm *pitstopv1alpha1.MachineMaintenance) bool {
+		return mm.Namespace == o.GetNamespace() && (mm.Spec.MachineName == o.GetName() || busy(mm))
+	}, client.InNamespace(o.GetNamespace()))
+}
+
+// waitingTurn maps an ended action to the actions still at Requested.
+func (r *Reconciler) waitingTurn(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.requests(ctx, func(mm *pitstopv1alpha1.MachineMaintenance) bool {
+		return mm.Status.Action != nil && mm.Status.Action.Step == pitstopv1alpha1.StepRequested
+	})
+}
+
+// requests lists the MachineMaintenances (with opts) and asks for a
+// reconcile of those that match.
+func (r *Reconciler) requests(ctx context.Context, match func(*pitstopv1alpha1.MachineMaintenance) bool, opts ...client.ListOption) []reconcile.Request {
 	var list pitstopv1alpha1.MachineMaintenanceList
-	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.client.List(ctx, &list, opts...); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		mm := &list.Items[i]
-		busy := mm.Status.Action != nil && !actionOver(mm.Status.Action)
-		if mm.Spec.MachineName == o.GetName() || busy {
+		if mm := &list.Items[i]; match(mm) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mm.Namespace, Name: mm.Name}})
 		}
 	}
 	return reqs
 }
 
-// waitingTurn maps an ended action to the actions still at Requested.
-func (r *Reconciler) waitingTurn(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list pitstopv1alpha1.MachineMaintenanceList
-	if err := r.client.List(ctx, &list); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		mm := &list.Items[i]
-		if a := mm.Status.Action; a != nil && a.Step == pitstopv1alpha1.StepRequested {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: mm.Namespace, Name: mm.Name}})
-		}
-	}
-	return reqs
+// busy says whether an object's action is under way.
+func busy(mm *pitstopv1alpha1.MachineMaintenance) bool {
+	return mm.Status.Action != nil && !actionOver(mm.Status.Action)
 }

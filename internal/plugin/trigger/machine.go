@@ -122,8 +122,7 @@ func eventsOf(ctx context.Context, c Context) ([]pitstopv1alpha1.MachineMaintena
 	}
 	items := list.Items
 	sort.SliceStable(items, func(i, j int) bool {
-		a, b := items[i].Spec.NotBefore, items[j].Spec.NotBefore
-		return a != nil && (b == nil || a.Before(b))
+		return items[i].Spec.StartsBefore(&items[j].Spec)
 	})
 	return items, nil
 }

@@ -183,7 +183,9 @@ func instanceAttr(i *Instance) func(string) ([]string, bool) {
 	}
 }
 
-func (s *Server) terminateInstances(p url.Values) (any, *Fault) {
+// targets are the instances an action's InstanceId.N parameters name: a
+// fault when there are none or one does not exist.
+func (s *Server) targets(p url.Values) ([]*Instance, *Fault) {
 	ids := list(p, "InstanceId")
 	if len(ids) == 0 {
 		return nil, &Fault{Code: "MissingParameter", Message: "The request must contain the parameter InstanceId", Status: http.StatusBadRequest}
@@ -195,6 +197,14 @@ func (s *Server) terminateInstances(p url.Values) (any, *Fault) {
 			return nil, notFound("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
 		}
 		targets = append(targets, i)
+	}
+	return targets, nil
+}
+
+func (s *Server) terminateInstances(p url.Values) (any, *Fault) {
+	targets, fault := s.targets(p)
+	if fault != nil {
+		return nil, fault
 	}
 	resp := terminateInstancesResponse{RequestID: s.requestID()}
 	for _, i := range targets {

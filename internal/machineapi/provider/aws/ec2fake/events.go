@@ -198,20 +198,14 @@ func (s *Server) Reboots(id string) int {
 // owner makes completes the instance's instance-reboot events (their
 // description gains "[Completed]"); other events stay scheduled.
 func (s *Server) rebootInstances(p url.Values) (any, *Fault) {
-	ids := list(p, "InstanceId")
-	if len(ids) == 0 {
-		return nil, &Fault{Code: "MissingParameter", Message: "The request must contain the parameter InstanceId", Status: http.StatusBadRequest}
+	targets, fault := s.targets(p)
+	if fault != nil {
+		return nil, fault
 	}
-	var targets []*Instance
-	for _, id := range ids {
-		i := s.instance(id)
-		if i == nil {
-			return nil, notFound("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
-		}
+	for _, i := range targets {
 		if i.State != StateRunning {
-			return nil, &Fault{Code: "IncorrectState", Message: fmt.Sprintf("The instance '%s' is not in a state from which it can be rebooted.", id), Status: http.StatusBadRequest}
+			return nil, &Fault{Code: "IncorrectState", Message: fmt.Sprintf("The instance '%s' is not in a state from which it can be rebooted.", i.ID), Status: http.StatusBadRequest}
 		}
-		targets = append(targets, i)
 	}
 	for _, i := range targets {
 		s.reboots[i.ID]++
