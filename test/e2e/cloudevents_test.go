@@ -10,20 +10,16 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/demo"
-	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/manager"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -42,27 +38,7 @@ func TestCloudEventsReplaceAndRebootWithinTheWindow(t *testing.T) {
 	ctx := t.Context()
 	opts := localcluster.DefaultOptions()
 	opts.ControlPlaneNodes, opts.Workers = 0, 1
-	cluster, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds, err := config.CRDs()
-	if err == nil {
-		var machineCRDs []*apiextensionsv1.CustomResourceDefinition
-		machineCRDs, err = config.MachineAPICRDs()
-		crds = append(crds, machineCRDs...)
-	}
-	if err == nil {
-		err = install.CRDs(ctx, c, crds)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, c := startMachineCluster(t, opts)
 	ec2 := demo.LocalEC2(c)
 	defer ec2.Close()
 	start := func() *clustertest.Manager {

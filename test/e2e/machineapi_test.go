@@ -41,27 +41,7 @@ func TestMachineSetScalesLinksAndHeals(t *testing.T) {
 	// Heartbeats that stop are noticed after this long: the health check's
 	// part of the test waits for it twice.
 	opts.NodeMonitorGracePeriod = 15 * time.Second
-	cluster, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds, err := config.CRDs()
-	if err == nil {
-		var machineCRDs []*apiextensionsv1.CustomResourceDefinition
-		machineCRDs, err = config.MachineAPICRDs()
-		crds = append(crds, machineCRDs...)
-	}
-	if err == nil {
-		err = install.CRDs(ctx, c, crds)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, c := startMachineCluster(t, opts)
 	// As its ServiceAccount: the chart's machine-api and kwok-provider roles
 	// must grant what the controllers do here.
 	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) {
@@ -152,6 +132,34 @@ func TestMachineSetScalesLinksAndHeals(t *testing.T) {
 			t.Errorf("machine %s was remediated (err %v) while more than maxUnhealthy were unhealthy", name, err)
 		}
 	}
+}
+
+// startMachineCluster starts a local cluster with pitstop's and the
+// Machine API's CRDs installed, stopped when the test ends.
+func startMachineCluster(t *testing.T, opts localcluster.Options) (*localcluster.Cluster, client.Client) {
+	t.Helper()
+	cluster, err := localcluster.Start(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, err := config.CRDs()
+	if err == nil {
+		var machineCRDs []*apiextensionsv1.CustomResourceDefinition
+		machineCRDs, err = config.MachineAPICRDs()
+		crds = append(crds, machineCRDs...)
+	}
+	if err == nil {
+		err = install.CRDs(t.Context(), c, crds)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cluster, c
 }
 
 // workerSet is a MachineSet of kwok machines.
