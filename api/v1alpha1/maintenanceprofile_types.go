@@ -419,7 +419,7 @@ type NotificationInstance struct {
 
 // NotificationSchedule says when a notification is sent: exactly one field
 // is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.oneshot), has(self.periodic), has(self.scheduled)].filter(x, x).size() == 1",message="exactly one of oneshot, periodic and scheduled must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.oneshot), has(self.periodic), has(self.scheduled), has(self.deadlineAtRisk)].filter(x, x).size() == 1",message="exactly one of oneshot, periodic, scheduled and deadlineAtRisk must be set"
 type NotificationSchedule struct {
 	// Oneshot sends once on entering the state, after Delay.
 	// +optional
@@ -432,7 +432,17 @@ type NotificationSchedule struct {
 	// is in the state.
 	// +optional
 	Scheduled *ScheduledSchedule `json:"scheduled,omitempty"`
+	// DeadlineAtRisk sends once each time a scheduled cloud event of a
+	// node the profile selects is found at risk of missing its deadline
+	// (its MachineMaintenance's DeadlineAtRisk condition turns True, or
+	// its reason changes), whatever the node's state. Such a notification
+	// is not listed in a state's notify.
+	// +optional
+	DeadlineAtRisk *DeadlineAtRiskSchedule `json:"deadlineAtRisk,omitempty"`
 }
+
+// DeadlineAtRiskSchedule has no settings: `deadlineAtRisk: {}`.
+type DeadlineAtRiskSchedule struct{}
 
 // OneshotSchedule sends once per entry into the state.
 type OneshotSchedule struct {

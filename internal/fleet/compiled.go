@@ -22,6 +22,9 @@ type Compiled struct {
 	Triggers map[string]trigger.Trigger
 	// Notify are the notifications of each state, in the order listed.
 	Notify map[pitstopv1alpha1.MaintenanceState][]*notify.Notification
+	// AtRisk are the notifications sent when a scheduled event of a
+	// selected node is found at risk (schedule deadlineAtRisk).
+	AtRisk []*notify.Notification
 }
 
 // admission is what admission reads of the profile.
@@ -61,6 +64,9 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*Compiled,
 			return nil, fmt.Errorf("MaintenanceProfile %s: spec.notifications[%d] (%s): %w", p.Name, i, inst.Name, err)
 		}
 		notifications[inst.Name] = n
+		if n.OnDeadlineAtRisk() {
+			c.AtRisk = append(c.AtRisk, n)
+		}
 	}
 	c.Notify = map[pitstopv1alpha1.MaintenanceState][]*notify.Notification{}
 	for _, st := range []struct {
@@ -76,6 +82,9 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*Compiled,
 			n, ok := notifications[name]
 			if !ok {
 				return nil, fmt.Errorf("MaintenanceProfile %s: spec.states.%s.notify[%d]: unknown notification %q", p.Name, st.field, i, name)
+			}
+			if n.OnDeadlineAtRisk() {
+				return nil, fmt.Errorf("MaintenanceProfile %s: spec.states.%s.notify[%d]: notification %q has schedule deadlineAtRisk: it is sent when an event is at risk, whatever the state; remove it from the state's notify", p.Name, st.field, i, name)
 			}
 			c.Notify[st.state] = append(c.Notify[st.state], n)
 		}

@@ -12,7 +12,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
-	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 )
 
@@ -49,7 +49,7 @@ func (o Options) validateCloudEvents() error {
 // the API server is known to serve MachineMaintenances. Machines are
 // followed when the API server serves them, whoever runs their
 // controllers (pitstop's --machine-api, or OpenShift's).
-func setupCloudEvents(mgr ctrl.Manager, opts Options, outlook func(string) map[string]engine.Decision) error {
+func setupCloudEvents(mgr ctrl.Manager, opts Options, profiles *profile.Reconciler) error {
 	gvk := pitstopv1alpha1.GroupVersion.WithKind("MachineMaintenance")
 	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		return fmt.Errorf("the API server does not serve %s; install pitstop's CRDs (kubectl apply -k config/crd): %w", gvk, err)
@@ -69,7 +69,7 @@ func setupCloudEvents(mgr ctrl.Manager, opts Options, outlook func(string) map[s
 	_, err = machinemaintenance.Setup(mgr, machinemaintenance.Options{
 		Cloud: machinemaintenance.AWS{Provider: p}, Namespace: opts.LeaderElectionNamespace, Interval: opts.CloudEventsInterval,
 		Machines: machines, Retention: opts.ScheduledEventRetention, Margin: opts.ScheduledEventMargin, WarnBefore: opts.ScheduledEventWarnBefore,
-		Outlook: outlook,
+		Outlook: profiles.Decisions, Notify: profiles.NotifyDeadlineAtRisk,
 	})
 	return err
 }

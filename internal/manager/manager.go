@@ -362,7 +362,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if len(opts.CloudEvents) > 0 {
-		if err := setupCloudEvents(mgr, opts, profiles.Decisions); err != nil {
+		if err := setupCloudEvents(mgr, opts, profiles); err != nil {
 			return nil, fmt.Errorf("setting up cloud events (--cloud-events): %w", err)
 		}
 	}

@@ -34,6 +34,29 @@ type Data struct {
 	Blocking []string
 	// Checks are the node's last check results in the profile.
 	Checks map[string]bool
+	// Event is the scheduled cloud event a deadlineAtRisk notification is
+	// about; zero in the others.
+	Event Event
+}
+
+// Event is a scheduled cloud event found at risk of missing its deadline
+// (the webhook plugin sends it as "event").
+type Event struct {
+	// Object is its MachineMaintenance, "namespace/name".
+	Object string `json:"object"`
+	// Code is the provider's event code (instance-retirement, ...),
+	// Instance the instance, Machine the Machine ("" when none).
+	Code     string `json:"code"`
+	Instance string `json:"instance"`
+	Machine  string `json:"machine,omitempty"`
+	// NotBefore is when the provider may act; LatestSafeStart when
+	// pitstop must start at the latest to be done in time.
+	NotBefore       time.Time `json:"notBefore"`
+	LatestSafeStart time.Time `json:"latestSafeStart"`
+	// Reason and Message are the DeadlineAtRisk condition's: NoProfile,
+	// NoTurnInTime or PastLatestSafeStart, and what it means.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // Profiles are the profile names a template can use.
@@ -109,6 +132,11 @@ var sample = Data{
 	State: string(pitstopv1alpha1.StateMaintenanceRequired), Previous: string(pitstopv1alpha1.StateOperational),
 	Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Profile: Profiles{Current: "profile", Last: "profile"},
 	Blocking: []string{"window: closed"}, Checks: map[string]bool{"window": false},
+	Event: Event{
+		Object: "openshift-machine-api/worker-1-instance-retirement-1", Code: "instance-retirement", Instance: "i-0123456789abcdef0", Machine: "worker-1",
+		NotBefore: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), LatestSafeStart: time.Date(2026, 1, 1, 22, 30, 0, 0, time.UTC),
+		Reason: "NoTurnInTime", Message: "no transition of node node-1's profiles passes now, and none can before 2026-01-02T06:00:00Z",
+	},
 }
 
 // Message is a notification rendered for one node, ready to send.
@@ -136,6 +164,12 @@ func (n *Notification) Render(profile string, d Data) (Message, error) {
 		m.Texts[field] = text
 	}
 	return m, nil
+}
+
+// OnDeadlineAtRisk says the notification is sent when a scheduled event
+// of the node is found at risk (schedule deadlineAtRisk), not by state.
+func (n *Notification) OnDeadlineAtRisk() bool {
+	return n.spec.Schedule.DeadlineAtRisk != nil
 }
 
 // Due says whether the notification is due for a node that entered its

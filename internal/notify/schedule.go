@@ -42,8 +42,18 @@ func newSchedule(s pitstopv1alpha1.NotificationSchedule) (schedule, error) {
 			return nil, err
 		}
 		return scheduled{minute: at, weekdays: days, loc: loc}, nil
+	case s.DeadlineAtRisk != nil:
+		return atRisk{}, nil
 	}
-	return nil, fmt.Errorf("oneshot, periodic or scheduled: one must be set")
+	return nil, fmt.Errorf("oneshot, periodic, scheduled or deadlineAtRisk: one must be set")
+}
+
+// atRisk is never due by state: it is sent when a scheduled event is
+// found at risk (see Notification.OnDeadlineAtRisk).
+type atRisk struct{}
+
+func (atRisk) due(pitstopv1alpha1.MaintenanceState, time.Time, time.Time, time.Time) (bool, time.Time) {
+	return false, time.Time{}
 }
 
 // oneshot is sent once per entry into the state, delay after it.

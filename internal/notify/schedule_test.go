@@ -35,6 +35,8 @@ func TestSchedules(t *testing.T) {
 		wantNever bool
 	}{
 		{name: "oneshot on entry", schedule: oneshot(0), state: required, lastSent: never, now: since, wantDue: true},
+		{name: "deadlineAtRisk is never due by state", schedule: pitstopv1alpha1.NotificationSchedule{DeadlineAtRisk: &pitstopv1alpha1.DeadlineAtRiskSchedule{}},
+			state: required, lastSent: never, now: since, wantNever: true},
 		{name: "oneshot sent for this entry", schedule: oneshot(0), state: required, lastSent: since.Add(time.Second), now: since.Add(time.Hour), wantNever: true},
 		{name: "oneshot sent for an earlier entry", schedule: oneshot(0), state: required, lastSent: since.Add(-time.Hour), now: since, wantDue: true},
 		{name: "oneshot waits for its delay", schedule: oneshot(10 * time.Minute), state: required, lastSent: never, now: since.Add(time.Minute), wantNext: since.Add(10 * time.Minute)},

@@ -152,6 +152,8 @@ type webhookBody struct {
 	Previous string    `json:"previous,omitempty"`
 	Since    time.Time `json:"since"`
 	Blocking []string  `json:"blocking,omitempty"`
+	// Event is set in a deadlineAtRisk notification.
+	Event *Event `json:"event,omitempty"`
 }
 
 func (s *Sender) webhook(ctx context.Context, m Message, spec *pitstopv1alpha1.WebhookNotification) error {
@@ -159,10 +161,14 @@ func (s *Sender) webhook(ctx context.Context, m Message, spec *pitstopv1alpha1.W
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(webhookBody{
+	b := webhookBody{
 		Text: m.Texts["message"], Node: m.Node, Profile: m.Profile, State: m.Data.State,
 		Previous: m.Data.Previous, Since: m.Data.Since, Blocking: m.Data.Blocking,
-	})
+	}
+	if e := m.Data.Event; e.Object != "" {
+		b.Event = &e
+	}
+	body, err := json.Marshal(b)
 	if err != nil {
 		return err
 	}

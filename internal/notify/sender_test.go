@@ -198,16 +198,28 @@ func TestWebhookBody(t *testing.T) {
 	s := sender(t, map[string]string{"url": srv.URL + "/hooks/abc"})
 	m := message(t, pitstopv1alpha1.NotificationInstance{Name: "teams", Webhook: &pitstopv1alpha1.WebhookNotification{
 		URL: ref("url"), Message: "{{ .Node.Name }} waits"}})
+	// A state's notification is about no scheduled event.
+	atRisk := m
+	m.Data.Event = Event{}
 	if err := s.Send(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
+	// A deadlineAtRisk one says which.
+	if err := s.Send(t.Context(), atRisk); err != nil {
+		t.Fatal(err)
+	}
 	reqs := rec.all()
-	if len(reqs) != 1 {
-		t.Fatalf("%d requests, want 1", len(reqs))
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
 	}
 	want := `{"text":"node-1 waits","node":"node-1","profile":"os-updates","state":"maintenance-required","previous":"operational","since":"2026-01-01T00:00:00Z","blocking":["window: closed"]}`
 	if string(reqs[0].Body) != want || reqs[0].ContentType != "application/json" {
 		t.Errorf("body %s (%s), want %s", reqs[0].Body, reqs[0].ContentType, want)
+	}
+	want = strings.TrimSuffix(want, "}") + `,"event":{"object":"openshift-machine-api/worker-1-instance-retirement-1","code":"instance-retirement","instance":"i-0123456789abcdef0","machine":"worker-1",` +
+		`"notBefore":"2026-01-02T00:00:00Z","latestSafeStart":"2026-01-01T22:30:00Z","reason":"NoTurnInTime","message":"no transition of node node-1's profiles passes now, and none can before 2026-01-02T06:00:00Z"}}`
+	if string(reqs[1].Body) != want {
+		t.Errorf("deadlineAtRisk body %s, want %s", reqs[1].Body, want)
 	}
 }
 

@@ -1,8 +1,10 @@
 package machinemaintenance_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -268,7 +271,16 @@ func TestFinishedObjectsAreKeptForTheRetentionThenRemoved(t *testing.T) {
 // risk, with a Warning Event and the metric; once a profile has the node
 // maintenance-required it is Planned and on track.
 func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
-	c := newCluster(t, "atrisk")
+	var mu sync.Mutex
+	var told []notify.Event
+	c := newCluster(t, "atrisk", func(o *machinemaintenance.Options) {
+		o.Notify = func(_ context.Context, node *corev1.Node, e notify.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, e)
+			return nil
+		}
+	})
 	_, id := c.machine("worker-a", nil)
 	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-r", Code: "instance-retirement", NotBefore: time.Now().Add(6 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-r")
@@ -287,6 +299,16 @@ func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
 	if !hasEvent(t, c.ns, "DeadlineAtRisk") {
 		t.Error("no DeadlineAtRisk Event")
 	}
+	// The profiles are told once, after the condition is written; polls
+	// that find the same risk tell them nothing more.
+	c.poll()
+	c.poll()
+	time.Sleep(time.Second)
+	mu.Lock()
+	if len(told) != 1 || told[0].Reason != machinemaintenance.ReasonNoProfile || told[0].Object != c.ns+"/"+name || told[0].Code != "instance-retirement" || told[0].LatestSafeStart.IsZero() {
+		t.Errorf("profiles told %+v, want the NoProfile risk of %s once", told, name)
+	}
+	mu.Unlock()
 	// pitstop explain node shows the event, its plan and the risk.
 	report, err := explain.Node(t.Context(), env.Client, env.Client, fleet.NewEvaluator(env.Client, check.Deps{}), c.ns+"-worker-a", time.Now())
 	if err != nil {

@@ -18,9 +18,11 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 )
 
 // Defaults of the Reconciler's options.
@@ -90,6 +92,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		after = wait
 	}
 	next, err := r.plan(ctx, mm, all.Items, now)
+	if apierrors.IsConflict(err) {
+		// Planned from a stale read: the write that made it stale
+		// brings the object back.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -190,25 +197,55 @@ func (r *Reconciler) plan(ctx context.Context, mm *pitstopv1alpha1.MachineMainte
 			mm.Status.Plan = fmt.Sprintf("no profile has taken up the event: node %s carries %s=%s for a profile to select", node.Name, pitstopv1alpha1.LabelScheduledEvent, mm.Spec.Code)
 		}
 	}
+	raised := false
 	if !mm.Status.Phase.Finished() && mm.Status.LatestSafeStart != nil {
-		next = r.atRisk(mm, now)
+		next, raised = r.atRisk(mm, now)
 	}
 	if !equality.Semantic.DeepEqual(before.Status, mm.Status) {
-		if err := r.client.Status().Patch(ctx, mm, client.MergeFrom(before)); err != nil {
+		// With the resourceVersion read: a reconcile of a stale copy
+		// must not raise the same Event and notification again.
+		if err := r.client.Status().Patch(ctx, mm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return time.Time{}, client.IgnoreNotFound(err)
 		}
 		if mm.Status.Phase != before.Status.Phase {
 			r.recorder.Eventf(mm, nil, corev1.EventTypeNormal, string(mm.Status.Phase), "Plan", "%s", mm.Status.Plan)
 		}
 	}
+	// Told once the condition is written, so that a retried reconcile
+	// does not tell it twice.
+	if raised {
+		c := meta.FindStatusCondition(mm.Status.Conditions, ConditionDeadlineAtRisk)
+		r.recorder.Eventf(mm, nil, corev1.EventTypeWarning, eventDeadlineAtRisk, "Plan", "%s", c.Message)
+	}
+	if raised && node != nil && r.opts.Notify != nil {
+		if err := r.opts.Notify(ctx, node, atRiskEvent(mm)); err != nil {
+			log.FromContext(ctx).Error(err, "sending the deadlineAtRisk notifications", "node", node.Name)
+		}
+	}
 	return next, nil
+}
+
+// atRiskEvent is what a deadlineAtRisk notification says of mm.
+func atRiskEvent(mm *pitstopv1alpha1.MachineMaintenance) notify.Event {
+	e := notify.Event{Object: mm.Namespace + "/" + mm.Name, Code: mm.Spec.Code, Instance: mm.Spec.InstanceID, Machine: mm.Spec.MachineName}
+	if mm.Spec.NotBefore != nil {
+		e.NotBefore = mm.Spec.NotBefore.Time
+	}
+	if mm.Status.LatestSafeStart != nil {
+		e.LatestSafeStart = mm.Status.LatestSafeStart.Time
+	}
+	if c := meta.FindStatusCondition(mm.Status.Conditions, ConditionDeadlineAtRisk); c != nil {
+		e.Reason, e.Message = c.Reason, c.Message
+	}
+	return e
 }
 
 // atRisk sets DeadlineAtRisk: nothing has started and either no profile
 // has taken the event up with the latest safe start less than WarnBefore
 // away, or the latest safe start has passed. It returns when the answer
-// changes by itself.
-func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Time) time.Time {
+// changes by itself, and whether the condition was raised (turned True, or
+// changed its reason).
+func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Time) (time.Time, bool) {
 	latest := mm.Status.LatestSafeStart.Time
 	warnAt := latest.Add(-r.opts.WarnBefore)
 	started := mm.Status.Action != nil && mm.Status.Action.Step != pitstopv1alpha1.StepRequested
@@ -243,11 +280,9 @@ func (r *Reconciler) atRisk(mm *pitstopv1alpha1.MachineMaintenance, now time.Tim
 		}
 	}
 	old := meta.FindStatusCondition(mm.Status.Conditions, ConditionDeadlineAtRisk)
-	if c.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || old.Reason != c.Reason) {
-		r.recorder.Eventf(mm, nil, corev1.EventTypeWarning, eventDeadlineAtRisk, "Plan", "%s", c.Message)
-	}
+	raised := c.Status == metav1.ConditionTrue && (old == nil || old.Status != metav1.ConditionTrue || old.Reason != c.Reason)
 	meta.SetStatusCondition(&mm.Status.Conditions, c)
-	return next
+	return next, raised
 }
 
 // noTurnBefore says why no profile will let the node go before latest,

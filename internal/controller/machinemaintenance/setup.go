@@ -20,6 +20,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
+	"github.com/pitstop-dev/pitstop/internal/notify"
 )
 
 // Options configure the poller and the reconciler.
@@ -49,6 +50,9 @@ type Options struct {
 	// can next change by itself. Nil: no prediction (DeadlineAtRisk only
 	// from the warning and the latest safe start).
 	Outlook func(node string) map[string]engine.Decision
+	// Notify sends the deadlineAtRisk notifications of the profiles that
+	// select the node of an event just found at risk. Nil: none.
+	Notify func(ctx context.Context, node *corev1.Node, e notify.Event) error
 	// Clock is the real clock unless a test sets one.
 	Clock clock.WithTicker
 }

@@ -104,6 +104,17 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 		{"unknown notification", func(p *pitstopv1alpha1.MaintenanceProfile) {
 			p.Spec.States.InMaintenance.Notify = []string{"pager"}
 		}, []string{"spec.states.inMaintenance.notify[0]", `unknown notification "pager"`}},
+		{"a deadlineAtRisk notification listed in a state", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			n := chat("{{ .Event.Code }} on {{ .Node.Name }} is at risk: {{ .Event.Message }}")
+			n.Schedule = pitstopv1alpha1.NotificationSchedule{DeadlineAtRisk: &pitstopv1alpha1.DeadlineAtRiskSchedule{}}
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{n}
+			p.Spec.States.MaintenanceRequired.Notify = []string{"chat"}
+		}, []string{"MaintenanceProfile refused-atrisk-state", "spec.states.maintenanceRequired.notify[0]", `notification "chat" has schedule deadlineAtRisk`}},
+		{"two schedules in one notification", func(p *pitstopv1alpha1.MaintenanceProfile) {
+			n := chat("{{ .Node.Name }}")
+			n.Schedule.DeadlineAtRisk = &pitstopv1alpha1.DeadlineAtRiskSchedule{}
+			p.Spec.Notifications = []pitstopv1alpha1.NotificationInstance{n}
+		}, []string{`MaintenanceProfile.pitstop.dev "refused-two-schedules"`, "spec.notifications[0].schedule", "exactly one of oneshot, periodic, scheduled and deadlineAtRisk must be set"}},
 		{"trigger writing pitstop's cordon record", func(p *pitstopv1alpha1.MaintenanceProfile) {
 			p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "forget", AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: "pitstop.dev/cordoned-before", Remove: true}})
 		}, []string{"MaintenanceProfile refused-own-key", "spec.triggers[", "(forget): alterAnnotation.key", "pitstop's own records"}},
@@ -116,7 +127,8 @@ func TestWebhookRefusesProfilesThatDoNotCompile(t *testing.T) {
 				"template naming a field that does not exist": "refused-template", "unknown notification": "refused-notify",
 				"trigger writing pitstop's cordon record": "refused-own-key", "trigger writing a label value no node can hold": "refused-label-value",
 				"the 45-byte template that would allocate without end": "refused-alloc", "a template looping over a number from the node's data": "refused-loop",
-				"a template over 8 KiB": "refused-long"}[tc.name]
+				"a template over 8 KiB": "refused-long", "a deadlineAtRisk notification listed in a state": "refused-atrisk-state",
+				"two schedules in one notification": "refused-two-schedules"}[tc.name]
 			p := rollingProfile(name, name, 1)
 			tc.edit(p)
 			start := time.Now()
