@@ -69,6 +69,7 @@ manifests: tools ## Regenerate CRDs, RBAC and deep-copy code from api/ and the k
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	@hack/rbac.sh
 	@hack/machineapi-crds.sh
+	@hack/capi-crds.sh
 	@hack/chart-crds.sh
 
 .PHONY: verify

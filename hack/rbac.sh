@@ -31,3 +31,4 @@ feature aws-provider ./internal/machineapi/provider/aws
 feature kwok-provider ./internal/machineapi/provider/kwok
 feature medik8s ./internal/controller/medik8s
 feature cloud-events ./internal/controller/machinemaintenance
+feature cluster-api ./internal/capi

@@ -18,6 +18,17 @@ const (
 	// profile names joined by "--". pitstop honours it.
 	LabelSeedProfile = "cloud.sap/maintenance-profile"
 
+	// LabelSeedState is the maintenance-controller's state label (the
+	// most severe state, the values of LabelState). pitstop writes it
+	// beside LabelState with --smc-compat, for the tools and pod
+	// affinities that read it.
+	LabelSeedState = "cloud.sap/maintenance-state"
+
+	// AnnotationSeedData is the maintenance-controller's record. A node
+	// pitstop has no record of yet starts from it, so a node the
+	// maintenance-controller left mid-maintenance keeps its state.
+	AnnotationSeedData = "cloud.sap/maintenance-data"
+
 	// TaintDrain marks a node that pitstop is draining, next to the standard
 	// node.kubernetes.io/unschedulable taint. Pods that tolerate the cordon
 	// (but not this taint) do not land on the node while it drains.

@@ -40,6 +40,10 @@ enter chain runs last in every transition into the state).`,
 	}
 }
 
+// smcCompatAdvice tells a maintenance-controller user how to keep its
+// state label written for what reads it.
+const smcCompatAdvice = "run pitstop with --smc-compat (chart: smcCompat.enabled=true) so that nodes keep the label cloud.sap/maintenance-state that the Cluster API runtime extension and pod affinities read (docs/cluster-api.md)"
+
 // runImport converts the file at path (stdin for "-"), prints the notes on
 // stderr and the manifests on stdout. A file with problems prints nothing
 // but the error.
@@ -70,6 +74,7 @@ func runImport(path string, stdin io.Reader, stdout, stderr io.Writer, env func(
 	for _, n := range r.Notes {
 		fmt.Fprintln(stderr, n)
 	}
+	fmt.Fprintln(stderr, smcCompatAdvice)
 	_, err = stdout.Write(manifests)
 	return err
 }

@@ -30,7 +30,7 @@ func TestImportPrintsProfilesTheAPIServerAccepts(t *testing.T) {
 		{
 			file:  "flatcar.yaml",
 			names: []string{"flatcar"},
-			notes: []string{"flatcar.yaml:6: warning: notification instance \"approval_required\" (slack) is not imported"},
+			notes: []string{"flatcar.yaml:6: warning: notification instance \"approval_required\" (slack) is not imported", "run pitstop with --smc-compat"},
 		},
 		{
 			file:  "all.yaml",

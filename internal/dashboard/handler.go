@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/capi"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
@@ -28,6 +30,15 @@ type Handler struct {
 	events    client.Reader
 	evaluator *fleet.Evaluator
 	mux       *http.ServeMux
+	// clusters lists the Cluster API bridge's workload clusters; nil
+	// without --cluster-api.
+	clusters func(context.Context) ([]capi.ClusterView, error)
+}
+
+// Clusters is the answer of GET /api/v1/clusters.
+type Clusters struct {
+	Generated time.Time          `json:"generated"`
+	Clusters  []capi.ClusterView `json:"clusters"`
 }
 
 // Fleet is the answer of GET /api/v1/fleet.
@@ -37,6 +48,9 @@ type Fleet struct {
 	// Maintenances are the NodeMaintenances that exist: drains under way,
 	// done, or restoring their node; by node.
 	Maintenances []NodeMaintenance `json:"maintenances"`
+	// ClusterAPI: the Cluster API bridge runs; /clusters shows its
+	// workload clusters.
+	ClusterAPI bool `json:"clusterAPI,omitempty"`
 }
 
 // NodeMaintenance is a NodeMaintenance with its node.
@@ -59,13 +73,35 @@ func NewHandler(reader, events client.Reader, evaluator *fleet.Evaluator) *Handl
 	h.mux.HandleFunc("GET /api/v1/fleet", h.fleet)
 	h.mux.HandleFunc("GET /api/v1/nodes/{name}", h.node)
 	h.mux.HandleFunc("GET /api/v1/profiles/{name}", h.profile)
+	h.mux.HandleFunc("GET /api/v1/clusters", h.clusterList)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no API at %s: the API is GET /api/v1/fleet, /api/v1/nodes/NAME and /api/v1/profiles/NAME", r.URL.Path)})
+		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no API at %s: the API is GET /api/v1/fleet, /api/v1/nodes/NAME, /api/v1/profiles/NAME and /api/v1/clusters", r.URL.Path)})
 	})
 	h.mux.Handle("GET /static/", http.FileServerFS(assets))
 	h.mux.HandleFunc("GET /{$}", page("static/fleet.html"))
 	h.mux.HandleFunc("GET /nodes/{name}", page("static/node.html"))
+	h.mux.HandleFunc("GET /clusters", page("static/clusters.html"))
 	return h
+}
+
+// ServeClusters shows the Cluster API bridge's workload clusters, listed
+// by view.
+func (h *Handler) ServeClusters(view func(context.Context) ([]capi.ClusterView, error)) {
+	h.clusters = view
+}
+
+func (h *Handler) clusterList(w http.ResponseWriter, r *http.Request) {
+	if h.clusters == nil {
+		writeJSON(w, http.StatusNotFound, apiError{"the Cluster API bridge is not running (pitstop run --cluster-api)"})
+		return
+	}
+	now := time.Now()
+	list, err := h.clusters(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Clusters{Generated: now, Clusters: list})
 }
 
 // ServeHTTP implements http.Handler.
@@ -95,7 +131,7 @@ func (h *Handler) fleet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	f := Fleet{Generated: now, Overview: view, Maintenances: make([]NodeMaintenance, 0, len(nms.Items))}
+	f := Fleet{Generated: now, Overview: view, Maintenances: make([]NodeMaintenance, 0, len(nms.Items)), ClusterAPI: h.clusters != nil}
 	for i := range nms.Items {
 		f.Maintenances = append(f.Maintenances, NodeMaintenance{Node: nms.Items[i].Spec.NodeName, Maintenance: explain.MaintenanceOf(&nms.Items[i])})
 	}

@@ -52,6 +52,9 @@ func ReadRecord(node *corev1.Node) (Record, error) {
 	r := Record{Profiles: map[string]ProfileRecord{}}
 	data, ok := node.Annotations[pitstopv1alpha1.AnnotationMaintenanceData]
 	if !ok || data == "" {
+		if seed := node.Annotations[pitstopv1alpha1.AnnotationSeedData]; seed != "" {
+			return readSeedRecord(node.Name, seed)
+		}
 		return r, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(data))
@@ -278,4 +281,35 @@ func Selector(p *pitstopv1alpha1.MaintenanceProfile) (func(*corev1.Node) bool, e
 		}
 		return sel != nil && sel.Matches(labels.Set(node.Labels))
 	}, nil
+}
+
+// seedRecord is the maintenance-controller's record
+// (cloud.sap/maintenance-data): per profile, its current and previous
+// state and when it last moved.
+type seedRecord struct {
+	Profiles map[string]struct {
+		Transition time.Time
+		Current    pitstopv1alpha1.MaintenanceState
+		Previous   pitstopv1alpha1.MaintenanceState
+	}
+}
+
+// readSeedRecord takes over the maintenance-controller's record of a node
+// pitstop has none of: each profile keeps its state and since when, so a
+// node it left mid-maintenance does not start again as operational.
+func readSeedRecord(node, data string) (Record, error) {
+	r := Record{Profiles: map[string]ProfileRecord{}}
+	var seed seedRecord
+	if err := json.Unmarshal([]byte(data), &seed); err != nil {
+		return r, fmt.Errorf("node %s: annotation %s is not a maintenance-controller record: %w", node, pitstopv1alpha1.AnnotationSeedData, err)
+	}
+	for name, p := range seed.Profiles {
+		for _, st := range []pitstopv1alpha1.MaintenanceState{p.Current, p.Previous} {
+			if st != pitstopv1alpha1.StateOperational && st != pitstopv1alpha1.StateMaintenanceRequired && st != pitstopv1alpha1.StateInMaintenance {
+				return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: unknown state %q", node, pitstopv1alpha1.AnnotationSeedData, name, st)
+			}
+		}
+		r.Profiles[name] = ProfileRecord{Current: p.Current, Previous: p.Previous, Since: stamp(p.Transition)}
+	}
+	return r, nil
 }

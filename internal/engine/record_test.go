@@ -191,3 +191,38 @@ func TestNotifiedIsNeverBeforeSince(t *testing.T) {
 		}
 	}
 }
+
+// TestTheMaintenanceControllersRecordIsTakenOver: a node pitstop has no
+// record of starts from the maintenance-controller's, each profile in its
+// state since its last transition; pitstop's own record wins once there
+// is one; a seed record that cannot be read is an error naming it.
+func TestTheMaintenanceControllersRecordIsTakenOver(t *testing.T) {
+	seed := `{"Profiles":{"flatcar":{"Transition":"2026-11-20T10:00:00.5Z","Current":"in-maintenance","Previous":"maintenance-required"},` +
+		`"k8s":{"Transition":"2026-11-19T08:00:00Z","Current":"operational","Previous":"operational"}},"Notifications":{"chat":"2026-11-20T10:00:01Z"}}`
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{pitstopv1alpha1.AnnotationSeedData: seed}}}
+	r, err := ReadRecord(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ProfileRecord{Current: pitstopv1alpha1.StateInMaintenance, Previous: pitstopv1alpha1.StateMaintenanceRequired, Since: Stamp{Time: time.Date(2026, 11, 20, 10, 0, 0, 500e6, time.UTC)}}
+	if got := r.Profiles["flatcar"]; got.Current != want.Current || got.Previous != want.Previous || !got.Since.Equal(want.Since.Time) {
+		t.Errorf("flatcar = %+v, want %+v", got, want)
+	}
+	if got := r.Profiles["k8s"]; got.Current != pitstopv1alpha1.StateOperational || len(r.Profiles) != 2 {
+		t.Errorf("profiles = %+v", r.Profiles)
+	}
+	if r.MostSevere() != pitstopv1alpha1.StateInMaintenance {
+		t.Errorf("most severe %s", r.MostSevere())
+	}
+
+	node.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = `{"profiles":{}}`
+	if r, err := ReadRecord(node); err != nil || len(r.Profiles) != 0 {
+		t.Errorf("with pitstop's own record: %+v, %v", r, err)
+	}
+
+	delete(node.Annotations, pitstopv1alpha1.AnnotationMaintenanceData)
+	node.Annotations[pitstopv1alpha1.AnnotationSeedData] = `{"Profiles":{"x":{"Current":"rebooting"}}}`
+	if _, err := ReadRecord(node); err == nil || !strings.Contains(err.Error(), pitstopv1alpha1.AnnotationSeedData) || !strings.Contains(err.Error(), `unknown state "rebooting"`) {
+		t.Errorf("a seed record with an unknown state: %v", err)
+	}
+}

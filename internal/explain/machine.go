@@ -9,10 +9,16 @@ import (
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/capi"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
 // MachineReport explains a Machine: its scheduled cloud events and what
@@ -24,8 +30,32 @@ type MachineReport struct {
 	NodeName  string    `json:"nodeName,omitempty"`
 	// ScheduledEvents are the Machine's MachineMaintenances.
 	ScheduledEvents []ScheduledEvent `json:"scheduledEvents,omitempty"`
-	// Node is its node's report; nil while it has none.
+	// Node is its node's report; nil while it has none. For a Cluster
+	// API Machine, the workload cluster's node.
 	Node *NodeReport `json:"node,omitempty"`
+	// ClusterAPI is set for a Cluster API Machine.
+	ClusterAPI *ClusterAPIMachine `json:"clusterAPI,omitempty"`
+}
+
+// ClusterAPIMachine is what pitstop's Cluster API bridge does with a
+// Machine.
+type ClusterAPIMachine struct {
+	// Cluster is its workload cluster, "namespace/name".
+	Cluster string `json:"cluster"`
+	// OptedIn: the Machine carries the enabled label.
+	OptedIn bool `json:"optedIn"`
+	// Held: pitstop's pre-drain hook holds Cluster API's drain and
+	// deletion.
+	Held     bool `json:"held"`
+	Deleting bool `json:"deleting"`
+	// Maintenance is the Machine's maintenance label: requested, approved
+	// or "".
+	Maintenance string `json:"maintenance,omitempty"`
+	// Unreachable is the bridge's last word when it cannot read the
+	// workload cluster.
+	Unreachable string `json:"unreachable,omitempty"`
+	// WorkloadError says why explain could not read the workload node.
+	WorkloadError string `json:"workloadError,omitempty"`
 }
 
 // Machine builds the report of the Machine namespace/name, as Node does.
@@ -36,6 +66,15 @@ func Machine(ctx context.Context, reader, events client.Reader, ev *fleet.Evalua
 	}
 	m := &machinev1beta1.Machine{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m); err != nil {
+		if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("machine %s: %w", ref, err)
+		}
+		cm := &clusterv1.Machine{}
+		if cerr := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); cerr == nil {
+			return clusterAPIMachine(ctx, reader, cm, now)
+		} else if !apierrors.IsNotFound(cerr) && !meta.IsNoMatchError(cerr) {
+			return nil, fmt.Errorf("machine %s: %w", ref, cerr)
+		}
 		return nil, fmt.Errorf("machine %s: %w", ref, err)
 	}
 	r := &MachineReport{Machine: ref, Generated: now, Phase: "-"}
@@ -66,8 +105,44 @@ func Machine(ctx context.Context, reader, events client.Reader, ev *fleet.Evalua
 	return r, nil
 }
 
+// clusterAPIMachine reports a Cluster API Machine: the bridge's marks on
+// it, then its node's report read from the workload cluster, evaluated
+// against that cluster's profiles.
+func clusterAPIMachine(ctx context.Context, reader client.Reader, m *clusterv1.Machine, now time.Time) (*MachineReport, error) {
+	r := &MachineReport{Machine: m.Namespace + "/" + m.Name, Generated: now, Phase: m.Status.Phase, NodeName: m.Status.NodeRef.Name}
+	if r.Phase == "" {
+		r.Phase = "-"
+	}
+	c := &ClusterAPIMachine{
+		Cluster: capi.ClusterOf(m), OptedIn: m.Labels[capi.LabelEnabled] == "true", Held: m.Annotations[capi.AnnotationHook] != "",
+		Deleting: !m.DeletionTimestamp.IsZero(), Maintenance: m.Labels[capi.LabelMaintenance],
+	}
+	if cond := meta.FindStatusCondition(m.Status.Conditions, capi.ConditionWorkloadReachable); cond != nil && cond.Status == metav1.ConditionFalse {
+		c.Unreachable = cond.Message
+	}
+	r.ClusterAPI = c
+	if r.NodeName == "" {
+		return r, nil
+	}
+	wl, err := capi.WorkloadClient(ctx, reader, m, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		c.WorkloadError = err.Error()
+		return r, nil
+	}
+	node, err := Node(ctx, wl, wl, fleet.NewEvaluator(wl, check.Deps{Prometheus: check.NewPrometheusClient()}), r.NodeName, now)
+	if err != nil {
+		c.WorkloadError = err.Error()
+		return r, nil
+	}
+	r.Node = node
+	return r, nil
+}
+
 // WriteText prints the report for a terminal.
 func (r *MachineReport) WriteText(w io.Writer) error {
+	if r.ClusterAPI != nil {
+		return r.writeClusterAPI(w)
+	}
 	p := &printer{w: w}
 	node := "no node yet"
 	if r.NodeName != "" {
@@ -78,6 +153,48 @@ func (r *MachineReport) WriteText(w io.Writer) error {
 		p.line(1, "no scheduled cloud event")
 	}
 	writeScheduledEvents(p, r.Generated, r.ScheduledEvents)
+	if p.err != nil || r.Node == nil {
+		return p.err
+	}
+	p.line(0, "")
+	return r.Node.WriteText(w)
+}
+
+// writeClusterAPI prints a Cluster API Machine's report.
+func (r *MachineReport) writeClusterAPI(w io.Writer) error {
+	p := &printer{w: w}
+	c := r.ClusterAPI
+	node := "no node yet"
+	if r.NodeName != "" {
+		node = "node " + r.NodeName
+	}
+	p.line(0, "Machine %s (Cluster API, workload cluster %s): %s, %s", r.Machine, c.Cluster, r.Phase, node)
+	switch {
+	case !c.OptedIn && c.Held:
+		p.line(1, "not opted in (%s), but still held by pitstop's pre-drain hook: pitstop removes it", capi.LabelEnabled)
+	case !c.OptedIn:
+		p.line(1, "not opted in (%s is not \"true\"): Cluster API drains and deletes it on its own", capi.LabelEnabled)
+	case c.Deleting && c.Held:
+		p.line(1, "being deleted: held by pitstop's pre-drain hook until the workload node carries %s=true", capi.LabelApproveDeletion)
+	case c.Deleting:
+		p.line(1, "being deleted: the workload node approved (or has none); Cluster API drains and deletes it")
+	case c.Held:
+		p.line(1, "opted in: a deletion will wait for the workload node's approval")
+	default:
+		p.line(1, "opted in, not held yet: its workload node carries no maintenance state (pitstop.dev/state or cloud.sap/maintenance-state)")
+	}
+	switch c.Maintenance {
+	case capi.MaintenanceRequested:
+		p.line(1, "maintenance requested: waiting for the workload node to carry %s=true", capi.LabelApproveMaintenance)
+	case capi.MaintenanceApproved:
+		p.line(1, "maintenance approved by the workload node")
+	}
+	if c.Unreachable != "" {
+		p.line(1, "UNREACHABLE: %s", c.Unreachable)
+	}
+	if c.WorkloadError != "" {
+		p.line(1, "the workload node could not be read: %s", c.WorkloadError)
+	}
 	if p.err != nil || r.Node == nil {
 		return p.err
 	}

@@ -20,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/capi"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
@@ -89,6 +90,19 @@ type Options struct {
 	// NodeMaintenance objects through pitstop's own; their CRD must be
 	// installed.
 	Medik8sCompat bool
+
+	// SMCCompat writes the node's state as the maintenance-controller's
+	// label too (cloud.sap/maintenance-state), for the Cluster API
+	// runtime extension and pod affinities that read it.
+	SMCCompat bool
+
+	// ClusterAPI runs the Cluster API bridge in a management cluster:
+	// the runtime-extension-maintenance-controller's protocol between
+	// Machines and their workload clusters' Nodes (docs/cluster-api.md).
+	ClusterAPI bool
+	// Metal3 (with ClusterAPI) reboots the BareMetalHost of a Machine
+	// whose maintenance is approved.
+	Metal3 bool
 
 	// MachineAPI runs the Machine API controllers (Machine, MachineSet,
 	// nodelink, MachineHealthCheck); the machine.openshift.io CRDs must be
@@ -209,6 +223,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.validateCloudEvents(); err != nil {
 		return err
+	}
+	if o.Metal3 && !o.ClusterAPI {
+		return &FlagError{"metal3", "true", "needs --cluster-api: Metal3 hosts are rebooted for Cluster API Machines"}
 	}
 	if err := o.Webhook.validate(); err != nil {
 		return err
@@ -346,7 +363,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	}
 	profiles, err := profile.Setup(mgr, profile.Options{
 		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
-		SlackAPIURL: slackAPIURL(opts.SlackAPIURL), Checks: checks,
+		SlackAPIURL: slackAPIURL(opts.SlackAPIURL), Checks: checks, SeedStateLabel: opts.SMCCompat,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
@@ -361,6 +378,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 			return nil, fmt.Errorf("setting up the Machine API controllers (--machine-api): %w", err)
 		}
 	}
+	var clusters *capi.Clusters
+	if opts.ClusterAPI {
+		if clusters, err = capi.Setup(mgr, capi.Options{Metal3: opts.Metal3}); err != nil {
+			return nil, fmt.Errorf("setting up the Cluster API bridge (--cluster-api): %w", err)
+		}
+	}
 	if len(opts.CloudEvents) > 0 {
 		if err := setupCloudEvents(mgr, opts, profiles); err != nil {
 			return nil, fmt.Errorf("setting up cloud events (--cloud-events): %w", err)
@@ -372,7 +395,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.DashboardAddr != "0" {
-		if err := setupDashboard(mgr, opts.DashboardAddr, profiles, log); err != nil {
+		if err := setupDashboard(mgr, opts.DashboardAddr, profiles, clusters, log); err != nil {
 			return nil, err
 		}
 	}
@@ -414,9 +437,13 @@ func metricsOptions(addr string) metricsserver.Options {
 // Events are read from the API server, a node's at a time, so that no
 // informer holds every Event of the cluster. Off a loopback IP, a request
 // needs a bearer token of a user allowed to get dashboard.AccessPath.
-func setupDashboard(mgr ctrl.Manager, addr string, profiles *profile.Reconciler, log logr.Logger) error {
+func setupDashboard(mgr ctrl.Manager, addr string, profiles *profile.Reconciler, clusters *capi.Clusters, log logr.Logger) error {
 	log = log.WithName("dashboard")
-	var h http.Handler = dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
+	dh := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
+	if clusters != nil {
+		dh.ServeClusters(func(ctx context.Context) ([]capi.ClusterView, error) { return clusters.View(ctx, mgr.GetClient()) })
+	}
+	var h http.Handler = dh
 	authenticated := !IsLoopback(addr)
 	if authenticated {
 		access, err := dashboard.NewAccess(mgr.GetConfig(), mgr.GetHTTPClient(), log)

@@ -10,6 +10,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -22,5 +23,6 @@ func New() *runtime.Scheme {
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(pitstopv1alpha1.AddToScheme(s))
 	utilruntime.Must(machinev1beta1.Install(s))
+	utilruntime.Must(clusterv1.AddToScheme(s))
 	return s
 }

@@ -108,7 +108,7 @@ var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", 
 // would. Namespaces the RBAC names are created if missing.
 func ServiceAccountConfig(t testing.TB, cfg *rest.Config, c client.Client) *rest.Config {
 	t.Helper()
-	objs := RenderChart(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true")
+	objs := RenderChart(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "smcCompat.enabled=true")
 	for _, obj := range objs {
 		if !slices.Contains(rbacKinds, obj.GetKind()) {
 			continue

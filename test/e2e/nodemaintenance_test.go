@@ -44,31 +44,7 @@ func TestDrainKeepsEveryBudget(t *testing.T) {
 	}
 
 	const ns = "shop"
-	workloads := localcluster.SampleWorkloads()
-	workloads.Namespace.Name = ns
-	for _, o := range workloads.Services {
-		o.Namespace = ns
-	}
-	for _, o := range workloads.Deployments {
-		o.Namespace = ns
-	}
-	for _, o := range workloads.StatefulSets {
-		o.Namespace = ns
-	}
-	for _, o := range workloads.DaemonSets {
-		o.Namespace = ns
-	}
-	for _, o := range workloads.PDBs {
-		o.Namespace = ns
-	}
-	workloads.Pods = nil // a bare pod would (rightly) block the drain
-	if err := cluster.Apply(ctx, workloads); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.AwaitWorkloads(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	awaitBudgetsAllow(t, c, ns)
+	applyShop(t, cluster, c, ns)
 
 	startPitstop(t, cluster, c)
 	violations := watchBudgets(t, cluster.Clientset, ns)

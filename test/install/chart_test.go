@@ -30,7 +30,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
 	everything := []string{"machineAPI.enabled=true", "machineAPI.installCRDs=true", "machineAPI.providers={aws,kwok}",
-		"medik8sCompat.enabled=true", "cloudEvents.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+		"medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "smcCompat.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
 		"grafanaDashboard.enabled=true", "namespace.create=true"}
 	for _, tc := range []struct {
 		name  string

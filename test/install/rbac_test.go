@@ -27,7 +27,7 @@ var forUsers = []string{"pitstop-view", "pitstop-edit", "pitstop-dashboard-viewe
 // compares each verb it grants pitstop's ServiceAccount with the allowlist.
 // Set PITSTOP_UPDATE_ALLOWLIST=1 to rewrite the file from the chart.
 func TestRBACIsTheAllowlist(t *testing.T) {
-	objs := testutil.RenderChart(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true")
+	objs := testutil.RenderChart(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "smcCompat.enabled=true")
 	var granted []string
 	for _, kind := range []string{"ClusterRole", "Role"} {
 		for _, obj := range ofKind(objs, kind) {

@@ -34,5 +34,6 @@ The features that are on, each a set of generated roles in files/rbac.
 {{- end -}}
 {{- if .Values.medik8sCompat.enabled }}{{ $f = append $f "medik8s" }}{{ end -}}
 {{- if .Values.cloudEvents.enabled }}{{ $f = append $f "cloud-events" }}{{ end -}}
+{{- if .Values.clusterAPI.enabled }}{{ $f = append $f "cluster-api" }}{{ end -}}
 {{- toJson $f -}}
 {{- end -}}

@@ -196,7 +196,7 @@ type stepped struct {
 // write writes the node as the pass left it, with its record, in one
 // patch; nothing when nothing changed.
 func (r *Reconciler) write(ctx context.Context, p *pass) error {
-	writeRecord(p.want, p.record)
+	writeRecord(p.want, p.record, r.seedState)
 	if equality.Semantic.DeepEqual(p.node, p.want) {
 		return nil
 	}

@@ -34,7 +34,9 @@ const (
 
 // Reconciler moves one node at a time through its profiles' states.
 type Reconciler struct {
-	client    client.Client
+	client client.Client
+	// seedState: write cloud.sap/maintenance-state too (--smc-compat).
+	seedState bool
 	apiReader client.Reader
 	recorder  events.EventRecorder
 	slots     *budget.Slots
@@ -95,11 +97,15 @@ func (r *Reconciler) nodeGone(ctx context.Context, name string) error {
 }
 
 // writeRecord puts the record and the state label on the node; a node no
-// profile selects carries neither.
-func writeRecord(node *corev1.Node, record engine.Record) {
+// profile holds has neither. With seedState the maintenance-controller's
+// state label follows pitstop's.
+func writeRecord(node *corev1.Node, record engine.Record, seedState bool) {
 	if len(record.Profiles) == 0 {
 		delete(node.Annotations, pitstopv1alpha1.AnnotationMaintenanceData)
 		delete(node.Labels, pitstopv1alpha1.LabelState)
+		if seedState {
+			delete(node.Labels, pitstopv1alpha1.LabelSeedState)
+		}
 		return
 	}
 	if node.Annotations == nil {
@@ -110,6 +116,9 @@ func writeRecord(node *corev1.Node, record engine.Record) {
 	}
 	node.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = record.Encode()
 	node.Labels[pitstopv1alpha1.LabelState] = string(record.MostSevere())
+	if seedState {
+		node.Labels[pitstopv1alpha1.LabelSeedState] = string(record.MostSevere())
+	}
 }
 
 // selected returns the names of the profiles that select the node, and

@@ -53,6 +53,10 @@ type Options struct {
 	// and the URLs it may query. The admission webhook must get the same
 	// (SetupWebhook), so that it refuses what the controller would.
 	Checks check.Deps
+	// SeedStateLabel also writes the node's state as the
+	// maintenance-controller's label (cloud.sap/maintenance-state), for
+	// what still reads it (--smc-compat).
+	SeedStateLabel bool
 }
 
 // Setup registers the node controller and the profile status controller.
@@ -68,6 +72,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		written:   newWrittenNodes(),
 		decisions: fleet.NewDecisions(),
 		namespace: opts.LeaseNamespace,
+		seedState: opts.SeedStateLabel,
 	}
 	r.admission = admission.New(r.slots, r.client, r.apiReader, r.clock)
 	nodes, err := fleet.InformerNodes(mgr.GetCache())

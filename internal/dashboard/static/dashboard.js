@@ -84,6 +84,10 @@ function renderFleet(f) {
       el("p", { class: "hint" }, profiled + " nodes are in a profile; each counts once, in its most severe state."),
       nextChange(f.nextChange, f.generated)),
   ];
+  if (f.clusterAPI) {
+    out.push(el("p", { id: "clusters-link" }, "Cluster API: the Machines of the workload clusters and their nodes are on ",
+      el("a", { href: "/clusters" }, "the clusters page"), "."));
+  }
   for (const p of f.profiles || []) out.push(renderProfile(p, f.generated));
   out.push(renderDrains(f.maintenances));
   if (f.unprofiled && f.unprofiled.length) {
@@ -268,6 +272,26 @@ function renderEvents(r) {
   return section;
 }
 
+// ---- clusters page (Cluster API) ----
+
+function renderClusters(c) {
+  const clusters = c.clusters || [];
+  if (!clusters.length) {
+    return [el("p", {}, "No Machine is opted in (label runtime-extension-maintenance-controller.cloud.sap/enabled=true).")];
+  }
+  return clusters.map((cl) => el("section", { class: "cluster", "data-cluster": cl.cluster },
+    el("h2", {}, "Cluster ", el("code", {}, cl.cluster)),
+    cl.error && el("p", { class: "error" }, "Not read: " + cl.error),
+    table(["Machine", "Phase", "Node", "Node state", "Deletion", "Maintenance", "Waiting for"], cl.machines.map((m) =>
+      el("tr", { "data-machine": m.machine },
+        el("td", {}, m.machine), el("td", {}, m.phase || "-"), el("td", {}, m.node || "no node yet"),
+        el("td", {}, m.state ? stateBadge(m.state) : "-"),
+        el("td", {}, m.deleting ? (m.held ? "held until the node approves" : "going on") : (m.held ? "would be held" : "not held")),
+        el("td", {}, m.maintenance || "-"),
+        el("td", {}, m.unreachable && el("p", { class: "error" }, m.unreachable),
+          (m.waiting || []).length ? el("ul", {}, m.waiting.map((w) => el("li", {}, w))) : null))))));
+}
+
 // ---- polling ----
 
 // redraw replaces the page's content, keeping folded lists open that were.
@@ -313,6 +337,8 @@ function start() {
     const name = decodeURIComponent(location.pathname.slice("/nodes/".length));
     document.title = "pitstop · " + name;
     poll("/api/v1/nodes/" + encodeURIComponent(name), renderNode);
+  } else if (document.body.dataset.page === "clusters") {
+    poll("/api/v1/clusters", renderClusters);
   } else {
     poll("/api/v1/fleet", renderFleet);
   }

@@ -14,7 +14,7 @@ import (
 // operationalAffinityKeys are the node labels a pod's preferred node
 // affinity may name to prefer operational nodes: the seed's, so workloads
 // written for sapcc/maintenance-controller keep working, and pitstop's.
-var operationalAffinityKeys = []string{"cloud.sap/maintenance-state", pitstopv1alpha1.LabelState}
+var operationalAffinityKeys = []string{pitstopv1alpha1.LabelSeedState, pitstopv1alpha1.LabelState}
 
 // affinity orders nodes waiting in maintenance-required: nodes none of
 // whose pods prefer operational nodes go first, so they come back
