@@ -74,6 +74,20 @@ if want helm && ! current helm "helm.sh/helm/v3@$helm_v"; then
   stamp helm "helm.sh/helm/v3@$helm_v"
 fi
 
+# Cluster API's core manager lives in a module of its own (hack/capi): the
+# Cluster API end-to-end test runs it as the real Machine controller, with
+# its CRDs (bin/cluster-api-crds).
+capi_v=$(cd "$root/hack/capi" && go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
+if want cluster-api-manager && ! current cluster-api-manager "sigs.k8s.io/cluster-api@$capi_v"; then
+  echo "building cluster-api-manager $capi_v (cold: about 2 minutes)"
+  (cd "$root/hack/capi" && go build -o "$bin/cluster-api-manager" sigs.k8s.io/cluster-api/core)
+  capi_dir=$(cd "$root/hack/capi" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  rm -rf "$bin/cluster-api-crds"
+  mkdir -p "$bin/cluster-api-crds"
+  install -m 0644 "$capi_dir"/core/config/crd/bases/*.yaml "$bin/cluster-api-crds/"
+  stamp cluster-api-manager "sigs.k8s.io/cluster-api@$capi_v"
+fi
+
 # kwok refuses to start without stages. They ship in the kwok module: a node
 # becomes Ready and keeps its lease, pods become Running, complete, and are
 # finalized when deleted. kwok wants them as one multi-document file.

@@ -25,7 +25,7 @@ if [[ -n "$unformatted" ]]; then
   status=1
 fi
 
-for mod in . hack/tools hack/helm; do
+for mod in . hack/tools hack/helm hack/capi; do
   if ! (cd "$mod" && go mod tidy -diff >/dev/null); then
     echo "go.mod in $mod is not tidy: run (cd $mod && go mod tidy)" >&2
     status=1

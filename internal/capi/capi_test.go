@@ -47,6 +47,21 @@ func TestNothingWithoutAMaintenanceControllerOnTheNode(t *testing.T) {
 	if c := meta.FindStatusCondition(w.get("m-0").Status.Conditions, capi.ConditionWorkloadReachable); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("condition %s = %+v, want True", capi.ConditionWorkloadReachable, c)
 	}
+	// One connection for the cluster while it has opted-in Machines; none
+	// once the last is opted out.
+	if n := w.clusters.Connected(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+	for _, m := range []string{"m-0", "m-1"} {
+		w.patchMachine(m, map[string]map[string]*string{"labels": {capi.LabelEnabled: nil}})
+		w.hookIs(m, false)
+	}
+	testutil.Eventually(t, 10*time.Second, interval, func() error {
+		if n := w.clusters.Connected(); n != 0 {
+			return fmt.Errorf("%d connections left", n)
+		}
+		return nil
+	})
 }
 
 // TestADeletionWaitsForTheNodesApprovalAcrossARestart: a deleted Machine
