@@ -16,14 +16,19 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/capi"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -101,6 +106,16 @@ func TestDashboardInChromium(t *testing.T) {
 		awaitPage(t, browser, "the window and the freeze", text(`[data-profile="rolling-reboot"] .windows`), containsAll("window", "open", "freeze", "no freeze", `"year-end release"`))
 		awaitPage(t, browser, "the blocked drain", text("#drains"), containsAll("worker-002", "profile-worker-002", "PodDisruptionBudget", "dash/web"))
 		screenshot(t, browser, "dashboard-fleet.png")
+	})
+
+	t.Run("the clusters page shows each Machine with its workload node's state and why it waits", func(t *testing.T) {
+		navigate(t, browser, base+"/")
+		awaitPage(t, browser, "the link to the clusters page", text("#clusters-link"), containsAll("Cluster API", "the clusters page"))
+		navigate(t, browser, base+"/clusters")
+		awaitPage(t, browser, "the cluster", text(`[data-cluster="dash/self"] h2`), containsAll("dash/self"))
+		awaitPage(t, browser, "a waiting Machine", text(`[data-machine="m-worker-000"]`),
+			containsAll("Running", "worker-000", "maintenance-required", "would be held", "profile rolling-reboot: maintenance-required since", "failing: approved"))
+		awaitPage(t, browser, "an operational Machine", text(`[data-machine="m-worker-003"]`), containsAll("worker-003", "operational"))
 	})
 
 	t.Run("the node page names the failing check and why", func(t *testing.T) {
@@ -202,9 +217,49 @@ func startPitstop(t *testing.T) (client.Client, string) {
 	if err := cluster.AwaitWorkloads(t.Context(), "dash"); err != nil {
 		t.Fatal(err)
 	}
+	clusterAPI(t, cluster, c)
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) { o.DashboardAddr = addr }})
+	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) {
+		o.DashboardAddr, o.ClusterAPI = addr, true
+	}})
 	return c, "http://" + addr
+}
+
+// clusterAPI makes the cluster its own Cluster API management cluster:
+// Cluster API's Machine CRD, the kubeconfig Secret of workload cluster
+// "self" (this cluster), and an opted-in Machine for each worker.
+func clusterAPI(t *testing.T, cluster *localcluster.Cluster, c client.Client) {
+	t.Helper()
+	data, err := os.ReadFile("../../internal/capi/testdata/crds/cluster.x-k8s.io_machines.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := install.CRDs(t.Context(), c, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(cluster.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Create(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "dash", Name: "self-kubeconfig"}, Data: map[string][]byte{"value": kubeconfig}})
+	for i := range 4 {
+		node := fmt.Sprintf("worker-%03d", i)
+		m := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "dash", Name: "m-" + node, Labels: map[string]string{capi.LabelEnabled: "true"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "self", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KwokMachine", Name: node}},
+		}
+		testutil.Create(t, c, m)
+		base := m.DeepCopy()
+		m.Status.NodeRef, m.Status.Phase = clusterv1.MachineNodeReference{Name: node}, "Running"
+		if err := c.Status().Patch(t.Context(), m, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // markNodes applies the profile, marks the workers, and waits until the
