@@ -84,6 +84,11 @@ const (
 	// controller owner reference names the object.
 	LabelSource = "pitstop.dev/source"
 
+	// SourceMedik8s is the LabelSource of a NodeMaintenance made for a
+	// medik8s NodeMaintenance (--medik8s-compat): its node also gets the
+	// medik8s.io/drain taint.
+	SourceMedik8s = "nodemaintenance.medik8s.io"
+
 	// AnnotationMachine on a NodeMaintenance names the Machine (namespace/
 	// name) whose deletion it drains for.
 	AnnotationMachine = "pitstop.dev/machine"

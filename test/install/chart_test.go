@@ -113,8 +113,8 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		}},
 		{"every feature on", everything, func(t *testing.T, objs []*unstructured.Unstructured) {
 			assertArgs(t, deployment(t, objs), []string{"--machine-api", "--machine-providers=aws,kwok", "--medik8s-compat",
-				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h"}, nil)
-			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events"} {
+				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h", "--smc-compat", "--cluster-api", "--metal3"}, nil)
+			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events", "pitstop-cluster-api"} {
 				if find(objs, "ClusterRoleBinding", "", name) == nil {
 					t.Errorf("no ClusterRoleBinding %s", name)
 				}
@@ -125,10 +125,21 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			if find(objs, "ClusterRoleBinding", "", "pitstop-aws-provider") != nil {
 				t.Error("the aws provider may read Secrets in every namespace")
 			}
-			for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap", "Namespace"} {
+			for _, kind := range []string{"ServiceMonitor", "PrometheusRule", "ConfigMap"} {
 				if len(ofKind(objs, kind)) != 1 {
 					t.Errorf("%d %s, want 1", len(ofKind(objs, kind)), kind)
 				}
+			}
+			// The release's namespace, and medik8s' Lease namespace, kept
+			// on uninstall (other medik8s components use it).
+			if n := len(ofKind(objs, "Namespace")); n != 2 {
+				t.Errorf("%d Namespaces, want 2", n)
+			}
+			if ns := find(objs, "Namespace", "", "medik8s-leases"); ns == nil || ns.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+				t.Errorf("Namespace medik8s-leases %v, want one kept on uninstall", ns)
+			}
+			if find(objs, "RoleBinding", "medik8s-leases", "pitstop-medik8s") == nil {
+				t.Error("no RoleBinding for the medik8s Leases")
 			}
 			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 6 {
 				t.Errorf("%d CRDs, want pitstop's 3 and the Machine API's 3", n)

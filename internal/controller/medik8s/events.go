@@ -14,6 +14,9 @@ const (
 	EventSucceedMaintenance = "SucceedMaintenance"
 	EventFailedMaintenance  = "FailedMaintenance"
 	EventRemovedMaintenance = "RemovedMaintenance"
+	// EventLeaseHeld is pitstop's: the node's medik8s Lease is held by
+	// another component, and the maintenance waits for it.
+	EventLeaseHeld = "LeaseHeld"
 )
 
 // Events are emitted on transitions, after the write that makes them true

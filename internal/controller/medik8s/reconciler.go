@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,7 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
-	after, result, err := r.reconcileMaintenance(ctx, obj, s, before)
+	after, result, err := r.reconcileLeaseAndMaintenance(ctx, obj, s, before)
 	after = stamp(before, after, r.clock.Now())
 	if patchErr := r.patchStatus(ctx, obj, before, after); patchErr != nil {
 		err = errors.Join(err, patchErr)
@@ -88,6 +89,56 @@ func (r *Reconciler) addFinalizer(ctx context.Context, obj *unstructured.Unstruc
 	}
 	r.eventBegin(obj, s)
 	return ctrl.Result{}, nil
+}
+
+// reconcileLeaseAndMaintenance holds the node's medik8s Lease, and then
+// keeps pitstop's NodeMaintenance. A maintenance whose node's Lease another
+// medik8s component holds (a remediation under way) does not start: its
+// status says what it waits for, and it is looked at again until the Lease
+// is free. Once started, the Lease is renewed every leaseRenewEvery.
+func (r *Reconciler) reconcileLeaseAndMaintenance(ctx context.Context, obj *unstructured.Unstructured, s spec, prev status) (status, ctrl.Result, error) {
+	node := &corev1.Node{}
+	switch err := r.client.Get(ctx, types.NamespacedName{Name: s.NodeName}, node); {
+	case apierrors.IsNotFound(err):
+		return r.reconcileMaintenance(ctx, obj, s, prev) // refused there, naming the node
+	case err != nil:
+		return erred(prev, err), ctrl.Result{}, err
+	}
+	err := requestLease(ctx, r.apiReader, r.client, node, r.clock.Now())
+	var held *heldError
+	switch {
+	case errors.As(err, &held):
+		started := r.client.Get(ctx, types.NamespacedName{Name: maintenanceName(obj.GetName())}, &pitstopv1alpha1.NodeMaintenance{}) == nil
+		if !started {
+			msg := fmt.Sprintf("waiting for %s (another medik8s component acts on node %s); the maintenance starts once it is released or expires", held, s.NodeName)
+			if prev.LastError != msg {
+				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventLeaseHeld, "Wait", "%s", msg)
+			}
+			w := prev
+			if w.Phase == "" || w.Phase == phaseFailed {
+				w.Phase = phaseRunning
+			}
+			w.LastError = msg
+			return w, ctrl.Result{RequeueAfter: leaseHeldRetry}, nil
+		}
+		// Under way already: it goes on, and says the Lease was taken.
+		after, result, err := r.reconcileMaintenance(ctx, obj, s, prev)
+		after.LastError = fmt.Sprintf("the maintenance goes on, but %s", held)
+		return after, shortestResult(result, ctrl.Result{RequeueAfter: leaseHeldRetry}), err
+	case err != nil:
+		err = fmt.Errorf("taking the Lease %s/%s: %w", LeaseNamespace, leaseName(s.NodeName), err)
+		return erred(prev, err), ctrl.Result{}, err
+	}
+	after, result, err := r.reconcileMaintenance(ctx, obj, s, prev)
+	return after, shortestResult(result, ctrl.Result{RequeueAfter: leaseRenewEvery}), err
+}
+
+// shortestResult is the sooner of two results' requeues.
+func shortestResult(a, b ctrl.Result) ctrl.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter != 0 && b.RequeueAfter < a.RequeueAfter) {
+		a.RequeueAfter = b.RequeueAfter
+	}
+	return a
 }
 
 // reconcileMaintenance makes sure pitstop's NodeMaintenance for obj exists
@@ -175,6 +226,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj *unstructured.Unst
 			}
 		}
 		return ctrl.Result{RequeueAfter: awaitRequeue}, nil // its deletion wakes us sooner
+	}
+	// The node is restored: the Lease goes.
+	if err := invalidateLease(ctx, r.apiReader, r.client, s.NodeName); err != nil {
+		return ctrl.Result{}, fmt.Errorf("giving up the Lease %s/%s: %w", LeaseNamespace, leaseName(s.NodeName), err)
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	if err := r.client.Update(ctx, obj); err != nil {

@@ -29,7 +29,7 @@ const (
 	Finalizer = "foregroundDeleteNodeMaintenance"
 
 	// SourceMedik8s is the pitstopv1alpha1.LabelSource value of maintenances created here.
-	SourceMedik8s = "nodemaintenance.medik8s.io"
+	SourceMedik8s = pitstopv1alpha1.SourceMedik8s
 )
 
 // ErrCRDNotInstalled means the API server does not serve GroupVersionKind,

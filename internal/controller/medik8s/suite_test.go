@@ -73,7 +73,7 @@ func readCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
 // webhook, against the API server until the test ends.
 func startManager(t *testing.T) {
 	t.Helper()
-	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Medik8sCompat: true})
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Medik8sCompat: true, AsServiceAccount: true})
 }
 
 func create(t *testing.T, objs ...client.Object) { t.Helper(); testutil.Create(t, env.Client, objs...) }

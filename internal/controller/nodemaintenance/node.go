@@ -46,7 +46,8 @@ var pitstopTaints = []corev1.Taint{
 // cordoned when enough other control-plane nodes stay Ready for quorum.
 func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Duration, bool, error) {
 	node := s.node
-	want := cordoned(node)
+	cordon := cordonFor(s.nm)
+	want := cordon(node)
 	if equality.Semantic.DeepEqual(node, want) {
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, true, pitstopv1alpha1.ReasonCordoned, fmt.Sprintf("node %s is unschedulable and tainted %s", node.Name, pitstopv1alpha1.TaintDrain))
 		return 0, false, nil
@@ -70,7 +71,7 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 			return quorumRetry, true, err
 		}
 	}
-	want, _, err := r.patchNode(ctx, node, cordoned)
+	want, _, err := r.patchNode(ctx, node, cordon)
 	if err != nil {
 		s.nm.Status.LastError = fmt.Sprintf("cordoning node %s: %v", node.Name, err)
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonCordonFailed, s.nm.Status.LastError)
@@ -138,6 +139,28 @@ func mergeNodes(a, b []corev1.Node) []corev1.Node {
 		}
 	}
 	return out
+}
+
+// medik8sTaints are added for a maintenance made for a medik8s
+// NodeMaintenance: the taint that operator puts on the nodes it
+// maintains, which the other medik8s components and workloads read.
+var medik8sTaints = []corev1.Taint{{Key: medik8sDrainTaint, Effect: corev1.TaintEffectNoSchedule}}
+
+// cordonFor is cordoned for nm: with medik8s' taint as well when nm was
+// made for a medik8s NodeMaintenance.
+func cordonFor(nm *pitstopv1alpha1.NodeMaintenance) func(*corev1.Node) *corev1.Node {
+	if nm.Labels[pitstopv1alpha1.LabelSource] != pitstopv1alpha1.SourceMedik8s {
+		return cordoned
+	}
+	return func(node *corev1.Node) *corev1.Node {
+		want := cordoned(node)
+		for _, t := range medik8sTaints {
+			if !nodeview.HasTaint(want, t.Key) {
+				want.Spec.Taints = append(want.Spec.Taints, t)
+			}
+		}
+		return want
+	}
 }
 
 // cordoned returns the node as maintenance wants it: unschedulable, with

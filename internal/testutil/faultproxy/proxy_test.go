@@ -69,7 +69,15 @@ func TestBlackholeHoldsBytesUntilHealed(t *testing.T) {
 	p := startProxy(t, echo.addr)
 	open := dial(t, p)
 	roundTrip(t, open, "before", 10*time.Second)
-	_, before := p.Stats()
+	// The echo's bytes are counted once written to the client, which may
+	// have read them a moment earlier: wait for both ways to be counted.
+	before := int64(2 * len("before"))
+	testutil.Eventually(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if _, n := p.Stats(); n != before {
+			return fmt.Errorf("%d bytes counted, want %d", n, before)
+		}
+		return nil
+	})
 
 	p.Blackhole(true)
 	p.Blackhole(true) // twice is once
