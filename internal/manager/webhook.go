@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -140,22 +141,32 @@ func (o WebhookOptions) clientConfig(path string) (admissionregistrationv1.Webho
 }
 
 // Webhooks are pitstop's validating webhooks as the install defines them,
-// reached through the Service namespace/name on port 443. The chart's
+// reached through the Service namespace/name on port 443, with medik8s'
+// NodeMaintenance webhook when medik8s (--medik8s-compat). The chart's
 // template renders the same (a test compares them).
-func Webhooks(namespace, name string) []admissionregistrationv1.ValidatingWebhook {
+func Webhooks(namespace, name string, medik8s bool) []admissionregistrationv1.ValidatingWebhook {
 	o := WebhookOptions{Service: namespace + "/" + name}
-	return webhooks(o, admissionregistrationv1.Fail)
+	return webhooks(o, admissionregistrationv1.Fail, medik8s)
 }
 
 // webhooks are pitstop's validating webhooks reached as o says, failing as
 // policy says when no replica answers.
-func webhooks(o WebhookOptions, policy admissionregistrationv1.FailurePolicyType) []admissionregistrationv1.ValidatingWebhook {
+func webhooks(o WebhookOptions, policy admissionregistrationv1.FailurePolicyType, withMedik8s bool) []admissionregistrationv1.ValidatingWebhook {
 	nmCC, _ := o.clientConfig(nodemaintenance.WebhookPath)
 	profileCC, _ := o.clientConfig(profile.WebhookPath)
-	return []admissionregistrationv1.ValidatingWebhook{
+	hooks := []admissionregistrationv1.ValidatingWebhook{
 		validatingWebhook("nodemaintenances", nmCC, policy),
 		validatingWebhook("maintenanceprofiles", profileCC, policy),
 	}
+	if withMedik8s {
+		cc, _ := o.clientConfig(medik8s.WebhookPath)
+		hook := validatingWebhook("nodemaintenances", cc, policy)
+		hook.Name = "nodemaintenances." + medik8s.GroupVersionKind.Group
+		hook.Rules[0].APIGroups = []string{medik8s.GroupVersionKind.Group}
+		hook.Rules[0].APIVersions = []string{medik8s.GroupVersionKind.Version}
+		hooks = append(hooks, hook)
+	}
+	return hooks
 }
 
 // onlyWhenTheSpecChanges keeps the API server from calling the webhook for
@@ -199,6 +210,9 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 	if err := profile.SetupWebhook(mgr, checks); err != nil {
 		return fmt.Errorf("setting up the MaintenanceProfile webhook: %w", err)
 	}
+	if opts.Medik8sCompat {
+		medik8s.SetupWebhook(mgr)
+	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
@@ -225,7 +239,7 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 		// gone), the cluster goes on with the API server's own validation
 		// instead of refusing every create.
 		certOpts.Installed = false
-		certOpts.Webhooks = webhooks(opts.Webhook, admissionregistrationv1.Ignore)
+		certOpts.Webhooks = webhooks(opts.Webhook, admissionregistrationv1.Ignore, opts.Medik8sCompat)
 	}
 	certs, err := webhookcert.New(live, certOpts)
 	if err != nil {

@@ -270,7 +270,15 @@ func TestReleaseFileIsTheChartRendered(t *testing.T) {
 // TestChartWebhooksAreTheManagers compares the chart's webhooks with the
 // ones the manager defines, so that the two cannot drift apart.
 func TestChartWebhooksAreTheManagers(t *testing.T) {
-	obj := find(testutil.RenderChart(t), "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook")
+	for _, medik8s := range []bool{false, true} {
+		t.Run(fmt.Sprintf("medik8sCompat=%v", medik8s), func(t *testing.T) {
+			compareWebhooks(t, medik8s)
+		})
+	}
+}
+
+func compareWebhooks(t *testing.T, medik8s bool) {
+	obj := find(testutil.RenderChart(t, fmt.Sprintf("medik8sCompat.enabled=%v", medik8s)), "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook")
 	if obj == nil {
 		t.Fatal("the chart has no webhook configuration")
 	}
@@ -278,7 +286,7 @@ func TestChartWebhooksAreTheManagers(t *testing.T) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, vwc); err != nil {
 		t.Fatal(err)
 	}
-	want := manager.Webhooks(namespace, "pitstop-webhook")
+	want := manager.Webhooks(namespace, "pitstop-webhook", medik8s)
 	if len(vwc.Webhooks) != len(want) {
 		t.Fatalf("the chart has %d webhooks, the manager %d", len(vwc.Webhooks), len(want))
 	}

@@ -130,6 +130,14 @@ func (r *Reconciler) reconcileLeaseAndMaintenance(ctx context.Context, obj *unst
 		return erred(prev, err), ctrl.Result{}, err
 	}
 	after, result, err := r.reconcileMaintenance(ctx, obj, s, prev)
+	if after.Phase == phaseFailed {
+		// A failed maintenance does nothing to the node: it must not keep
+		// other medik8s components away from it.
+		if ierr := invalidateLease(ctx, r.apiReader, r.client, s.NodeName); ierr != nil {
+			return after, result, errors.Join(err, ierr)
+		}
+		return after, result, err
+	}
 	return after, shortestResult(result, ctrl.Result{RequeueAfter: leaseRenewEvery}), err
 }
 

@@ -102,3 +102,24 @@ func validateSpec(nm *pitstopv1alpha1.NodeMaintenance) error {
 func (v *validator) ValidateDelete(context.Context, *pitstopv1alpha1.NodeMaintenance) (admission.Warnings, error) {
 	return nil, nil
 }
+
+// QuorumRefusal says why maintaining node would leave fewer Ready
+// control-plane nodes than quorum, counting the nodes that
+// NodeMaintenances hold as down ("" when it would not, or node is not a
+// control-plane node). Admission of other APIs' maintenances (medik8s')
+// uses it.
+func QuorumRefusal(ctx context.Context, reader client.Reader, node *corev1.Node) (string, error) {
+	if !maintenance.IsControlPlane(node) {
+		return "", nil
+	}
+	existing := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := reader.List(ctx, existing); err != nil {
+		return "", fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	nodes := &corev1.NodeList{}
+	if err := reader.List(ctx, nodes); err != nil {
+		return "", fmt.Errorf("listing nodes: %w", err)
+	}
+	probe := &pitstopv1alpha1.NodeMaintenance{Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node.Name}}
+	return quorumViolation(node.Name, nodes.Items, otherMaintainedNodes(probe, existing.Items)), nil
+}
