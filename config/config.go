@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crd/bases/*.yaml crd/machineapi/machine.openshift.io_*.yaml
+//go:embed crd/bases/*.yaml crd/machineapi/machine.openshift.io_*.yaml crd/medik8s/*.yaml
 var crdFiles embed.FS
 
 //go:embed samples/*.yaml
@@ -36,6 +36,12 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // go.mod defines them.
 func MachineAPICRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crdsIn("crd/machineapi/machine.openshift.io_*.yaml")
+}
+
+// Medik8sCRDs returns the nodemaintenance.medik8s.io/v1beta1 NodeMaintenance
+// CRD pitstop ships for --medik8s-compat.
+func Medik8sCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return crdsIn("crd/medik8s/*.yaml")
 }
 
 func crdsIn(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

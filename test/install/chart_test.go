@@ -141,8 +141,11 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			if find(objs, "RoleBinding", "medik8s-leases", "pitstop-medik8s") == nil {
 				t.Error("no RoleBinding for the medik8s Leases")
 			}
-			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 6 {
-				t.Errorf("%d CRDs, want pitstop's 3 and the Machine API's 3", n)
+			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 7 {
+				t.Errorf("%d CRDs, want pitstop's 3, the Machine API's 3 and medik8s' NodeMaintenance", n)
+			}
+			if crd := find(objs, "CustomResourceDefinition", "", "nodemaintenances.nodemaintenance.medik8s.io"); crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+				t.Errorf("medik8s' CRD %v, want one kept on uninstall", crd)
 			}
 			cm := ofKind(objs, "ConfigMap")[0]
 			var dashboard map[string]any

@@ -1,7 +1,6 @@
 package medik8s_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,12 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
@@ -28,9 +26,6 @@ import (
 // env is a real API server and etcd with pitstop's CRDs and the medik8s
 // fixture CRD; testutil.Kubelet plays the kubelets.
 var env *testutil.Env
-
-// fixtureCRD is medik8s' NodeMaintenance CRD, as the tests install it.
-const fixtureCRD = "testdata/nodemaintenance.medik8s.io_nodemaintenances.yaml"
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -46,27 +41,15 @@ func run(m *testing.M) int {
 		}
 	}()
 	env = e
-	crd, err := readCRD(fixtureCRD)
+	crds, err := config.Medik8sCRDs() // as pitstop ships it
 	if err == nil {
-		err = install.CRDs(context.Background(), env.Client, []*apiextensionsv1.CustomResourceDefinition{crd})
+		err = install.CRDs(context.Background(), env.Client, crds)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
-}
-
-func readCRD(path string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(bytes.TrimSpace(data), crd); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", path, err)
-	}
-	return crd, nil
 }
 
 // startManager runs pitstop's manager, with --medik8s-compat and without the
