@@ -194,6 +194,28 @@ func TestMissingNodeFails(t *testing.T) {
 	}
 	awaitEvents(t, "ghost", medik8s.EventFailedMaintenance)
 
+	// Failed is final: the node appearing later does not start it.
+	create(t, testutil.Node("ghost-1"))
+	time.Sleep(2 * time.Second)
+	if got := getMedik8s(t, "ghost"); str(got, "status", "phase") != "Failed" {
+		t.Fatalf("phase %q after the node appeared, want still Failed", str(got, "status", "phase"))
+	}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: "medik8s-ghost"}, &pitstopv1alpha1.NodeMaintenance{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("pitstop NodeMaintenance of a failed maintenance: %v, want none", err)
+	}
+	if n := node(t, "ghost-1"); n.Spec.Unschedulable {
+		t.Fatal("a failed maintenance cordoned the node")
+	}
+	// A change of the spec is a new try.
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		obj := getMedik8s(t, "ghost")
+		if err := unstructured.SetNestedField(obj.Object, "test again", "spec", "reason"); err != nil {
+			return err
+		}
+		return env.Client.Update(t.Context(), obj)
+	})
+	awaitPhase(t, "ghost", "Succeeded", 20*time.Second)
+
 	if err := env.Client.Delete(t.Context(), obj); err != nil {
 		t.Fatal(err)
 	}

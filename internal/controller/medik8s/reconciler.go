@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,17 +65,60 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
+	if settled(obj, before) {
+		return ctrl.Result{}, nil // Failed is final until the spec changes
+	}
 	after, result, err := r.reconcileLeaseAndMaintenance(ctx, obj, s, before)
 	after = stamp(before, after, r.clock.Now())
 	if patchErr := r.patchStatus(ctx, obj, before, after); patchErr != nil {
 		err = errors.Join(err, patchErr)
 	} else {
 		r.eventPhase(obj, s, before, after)
+		if after.Phase == phaseFailed {
+			if ferr := r.settle(ctx, obj, s); ferr != nil {
+				err = errors.Join(err, ferr)
+			}
+		}
 	}
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: conflictRequeue}, nil // someone else wrote first; look again
 	}
 	return result, err
+}
+
+// annotationFailedGeneration records on a medik8s NodeMaintenance the
+// generation of its spec that failed. As with the medik8s operator, a
+// failed maintenance stays failed: pitstop does nothing more for it until
+// the spec changes (a new generation) or it is deleted, so a maintenance
+// that failed never runs later on its own.
+const annotationFailedGeneration = "pitstop.dev/failed-generation"
+
+// settled says obj failed in its current generation.
+func settled(obj *unstructured.Unstructured, st status) bool {
+	return st.Phase == phaseFailed && obj.GetAnnotations()[annotationFailedGeneration] == strconv.FormatInt(obj.GetGeneration(), 10)
+}
+
+// settle makes a failure final: pitstop's NodeMaintenance goes (its
+// finalizer restores anything done to the node), the node's Lease is given
+// up, and the failed generation is recorded.
+func (r *Reconciler) settle(ctx context.Context, obj *unstructured.Unstructured, s spec) error {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	switch err := r.apiReader.Get(ctx, types.NamespacedName{Name: maintenanceName(obj.GetName())}, nm); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case metav1.IsControlledBy(nm, obj) && nm.DeletionTimestamp.IsZero():
+		if err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting NodeMaintenance %s of a failed maintenance: %w", nm.Name, err)
+		}
+	}
+	if s.NodeName != "" {
+		if err := invalidateLease(ctx, r.apiReader, r.client, s.NodeName); err != nil {
+			return err
+		}
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, annotationFailedGeneration, strconv.FormatInt(obj.GetGeneration(), 10))
+	return client.IgnoreNotFound(r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // addFinalizer makes sure the node is restored before the object goes away.
@@ -131,12 +175,7 @@ func (r *Reconciler) reconcileLeaseAndMaintenance(ctx context.Context, obj *unst
 	}
 	after, result, err := r.reconcileMaintenance(ctx, obj, s, prev)
 	if after.Phase == phaseFailed {
-		// A failed maintenance does nothing to the node: it must not keep
-		// other medik8s components away from it.
-		if ierr := invalidateLease(ctx, r.apiReader, r.client, s.NodeName); ierr != nil {
-			return after, result, errors.Join(err, ierr)
-		}
-		return after, result, err
+		return after, result, err // settled by the caller
 	}
 	return after, shortestResult(result, ctrl.Result{RequeueAfter: leaseRenewEvery}), err
 }
@@ -162,8 +201,12 @@ func (r *Reconciler) reconcileMaintenance(ctx context.Context, obj *unstructured
 		return erred(prev, err), ctrl.Result{}, err
 	}
 	if !metav1.IsControlledBy(nm, obj) {
-		msg := fmt.Sprintf("pitstop NodeMaintenance %s already exists and does not belong to this object; delete it to let this maintenance start", name)
-		return failed(prev, msg), ctrl.Result{RequeueAfter: foreignRequeue}, nil
+		w := prev
+		if w.Phase == "" {
+			w.Phase = phaseRunning
+		}
+		w.LastError = fmt.Sprintf("waiting for pitstop NodeMaintenance %s, which does not belong to this object, to be deleted; the maintenance starts then", name)
+		return w, ctrl.Result{RequeueAfter: foreignRequeue}, nil
 	}
 	if nm.Spec.NodeName != s.NodeName {
 		// medik8s' webhook refuses this change; pitstop's CRD refuses it on
