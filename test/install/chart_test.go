@@ -144,8 +144,10 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 7 {
 				t.Errorf("%d CRDs, want pitstop's 3, the Machine API's 3 and medik8s' NodeMaintenance", n)
 			}
-			if crd := find(objs, "CustomResourceDefinition", "", "nodemaintenances.nodemaintenance.medik8s.io"); crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
-				t.Errorf("medik8s' CRD %v, want one kept on uninstall", crd)
+			for _, name := range []string{"nodemaintenances.nodemaintenance.medik8s.io", "machines.machine.openshift.io", "machinesets.machine.openshift.io", "machinehealthchecks.machine.openshift.io"} {
+				if crd := find(objs, "CustomResourceDefinition", "", name); crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+					t.Errorf("CRD %s %v, want one kept on uninstall (deleting a CRD deletes its objects)", name, crd)
+				}
 			}
 			cm := ofKind(objs, "ConfigMap")[0]
 			var dashboard map[string]any
