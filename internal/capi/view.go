@@ -63,6 +63,7 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 		return nil, err
 	}
 	byCluster := map[clusterKey]*ClusterView{}
+	conns := map[clusterKey]*conn{}
 	for i := range list.Items {
 		m := &list.Items[i]
 		key := clusterOf(m)
@@ -71,8 +72,9 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 			v = &ClusterView{Cluster: key.String(), Machines: []MachineView{}}
 			byCluster[key] = v
 			c.mu.Lock()
-			cn := c.conns[key]
+			conns[key] = c.conns[key]
 			c.mu.Unlock()
+			cn := conns[key]
 			switch {
 			case cn == nil:
 				v.Error = "not connected yet"
@@ -95,7 +97,7 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 			mv.Unreachable = cond.Message
 		}
 		if v.Connected && mv.Node != "" {
-			c.describeNode(key, &mv)
+			describeNode(conns[key], &mv)
 		}
 		v.Machines = append(v.Machines, mv)
 	}
@@ -108,15 +110,9 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 	return out, nil
 }
 
-// describeNode fills in the Machine's workload Node: its state and, from
-// its record, what it waits for.
-func (c *Clusters) describeNode(key clusterKey, mv *MachineView) {
-	c.mu.Lock()
-	cn := c.conns[key]
-	c.mu.Unlock()
-	if cn == nil {
-		return
-	}
+// describeNode fills in the Machine's workload Node, read through cn: its
+// state and, from its record, what it waits for.
+func describeNode(cn *conn, mv *MachineView) {
 	node, err := cn.node(mv.Node)
 	if err != nil || node == nil {
 		if node == nil && err == nil {

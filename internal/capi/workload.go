@@ -114,9 +114,9 @@ func (c *Clusters) Use(ctx context.Context, key clusterKey, machine types.Namesp
 		c.releaseLocked(machine)
 	}
 	c.users[machine] = key
-	secret := &corev1.Secret{}
-	if err := c.secrets.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: kubeconfigSecret(key.Name)}, secret); err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s: %w", key.Namespace, kubeconfigSecret(key.Name), err)
+	secret, err := readKubeconfigSecret(ctx, c.secrets, key)
+	if err != nil {
+		return nil, err
 	}
 	if cur, ok := c.conns[key]; ok {
 		cur.mu.Lock()
@@ -289,16 +289,24 @@ func (cn *conn) patchNode(ctx context.Context, name string, patch []byte) error 
 // kubeconfig Secret read through reader (pitstop explain and the
 // dashboard read a workload cluster's Nodes and profiles with it).
 func WorkloadClient(ctx context.Context, reader client.Reader, m *clusterv1.Machine, opts client.Options) (client.Client, error) {
-	key := clusterOf(m)
-	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: kubeconfigSecret(key.Name)}, secret); err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s: %w", key.Namespace, kubeconfigSecret(key.Name), err)
+	secret, err := readKubeconfigSecret(ctx, reader, clusterOf(m))
+	if err != nil {
+		return nil, err
 	}
 	cfg, err := restConfigOf(secret)
 	if err != nil {
 		return nil, err
 	}
 	return client.New(cfg, opts)
+}
+
+// readKubeconfigSecret reads Cluster API's kubeconfig Secret of a cluster.
+func readKubeconfigSecret(ctx context.Context, reader client.Reader, key clusterKey) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: kubeconfigSecret(key.Name)}, secret); err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s: %w", key.Namespace, kubeconfigSecret(key.Name), err)
+	}
+	return secret, nil
 }
 
 // restConfigOf reads the kubeconfig of Cluster API's Secret. Its errors

@@ -305,7 +305,7 @@ func readSeedRecord(node, data string) (Record, error) {
 	}
 	for name, p := range seed.Profiles {
 		for _, st := range []pitstopv1alpha1.MaintenanceState{p.Current, p.Previous} {
-			if st != pitstopv1alpha1.StateOperational && st != pitstopv1alpha1.StateMaintenanceRequired && st != pitstopv1alpha1.StateInMaintenance {
+			if _, known := severity[st]; !known {
 				return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: unknown state %q", node, pitstopv1alpha1.AnnotationSeedData, name, st)
 			}
 		}

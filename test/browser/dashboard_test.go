@@ -32,7 +32,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -187,22 +186,11 @@ func startPitstop(t *testing.T) (client.Client, string) {
 	opts := localcluster.DefaultOptions()
 	opts.ControlPlaneNodes = 0
 	opts.Workers = 4
-	cluster, err := localcluster.Start(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	crds, err := config.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := install.CRDs(t.Context(), c, crds); err != nil {
-		t.Fatal(err)
-	}
+	cluster, c := testutil.StartLocalCluster(t, opts, crds...)
 	// One pod on worker-002 that its PodDisruptionBudget keeps there.
 	web := localcluster.Deployment("dash", "web", 1)
 	web.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "worker-002"}

@@ -9,7 +9,6 @@ import (
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -17,11 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/pitstop-dev/pitstop/config"
-	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/manager"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -138,28 +135,15 @@ func TestMachineSetScalesLinksAndHeals(t *testing.T) {
 // Machine API's CRDs installed, stopped when the test ends.
 func startMachineCluster(t *testing.T, opts localcluster.Options) (*localcluster.Cluster, client.Client) {
 	t.Helper()
-	cluster, err := localcluster.Start(t.Context(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	crds, err := config.CRDs()
-	if err == nil {
-		var machineCRDs []*apiextensionsv1.CustomResourceDefinition
-		machineCRDs, err = config.MachineAPICRDs()
-		crds = append(crds, machineCRDs...)
-	}
-	if err == nil {
-		err = install.CRDs(t.Context(), c, crds)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cluster, c
+	machineCRDs, err := config.MachineAPICRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testutil.StartLocalCluster(t, opts, append(crds, machineCRDs...)...)
 }
 
 // workerSet is a MachineSet of kwok machines.

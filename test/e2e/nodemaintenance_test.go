@@ -18,7 +18,6 @@ import (
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -33,15 +32,7 @@ func TestDrainKeepsEveryBudget(t *testing.T) {
 	opts := localcluster.DefaultOptions()
 	opts.ControlPlaneNodes = 0
 	opts.Workers = 5
-	cluster, err := localcluster.Start(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, c := testutil.StartLocalCluster(t, opts)
 
 	const ns = "shop"
 	applyShop(t, cluster, c, ns)

@@ -66,11 +66,11 @@ func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.Node
 		}
 	}
 	if maintenance.IsControlPlane(node) {
-		nodes := &corev1.NodeList{}
-		if err := v.reader.List(ctx, nodes); err != nil {
-			return nil, fmt.Errorf("listing nodes: %w", err)
+		why, err := quorumRefusal(ctx, v.reader, nm, existing.Items)
+		if err != nil {
+			return nil, err
 		}
-		if why := quorumViolation(nodeName, nodes.Items, otherMaintainedNodes(nm, existing.Items)); why != "" {
+		if why != "" {
 			return nil, apierrors.NewForbidden(nodeMaintenanceResource, nm.Name, errors.New(why))
 		}
 	}
@@ -116,10 +116,17 @@ func QuorumRefusal(ctx context.Context, reader client.Reader, node *corev1.Node)
 	if err := reader.List(ctx, existing); err != nil {
 		return "", fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
+	probe := &pitstopv1alpha1.NodeMaintenance{Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node.Name}}
+	return quorumRefusal(ctx, reader, probe, existing.Items)
+}
+
+// quorumRefusal says why admitting nm, beside the existing
+// NodeMaintenances, would break control-plane quorum ("" when it would
+// not).
+func quorumRefusal(ctx context.Context, reader client.Reader, nm *pitstopv1alpha1.NodeMaintenance, existing []pitstopv1alpha1.NodeMaintenance) (string, error) {
 	nodes := &corev1.NodeList{}
 	if err := reader.List(ctx, nodes); err != nil {
 		return "", fmt.Errorf("listing nodes: %w", err)
 	}
-	probe := &pitstopv1alpha1.NodeMaintenance{Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node.Name}}
-	return quorumViolation(node.Name, nodes.Items, otherMaintainedNodes(probe, existing.Items)), nil
+	return quorumViolation(nm.Spec.NodeName, nodes.Items, otherMaintainedNodes(nm, existing)), nil
 }
