@@ -107,7 +107,7 @@ fuzz: tools ## Run every fuzz target (each func Fuzz... in a _test.go file) for 
 	done
 
 .PHONY: release
-release: ## Write dist/pitstop.yaml, the one-file install (kubectl apply --server-side -f), rendered from charts/pitstop with its default values (builds bin/helm if missing).
+release: ## Write dist/pitstop.yaml, the one-file install (kubectl apply --server-side -f), rendered from charts/pitstop with its default values, and dist/pitstop-medik8s.yaml, the same with medik8sCompat.enabled (builds bin/helm if missing).
 	@hack/build-tools.sh helm
 	@hack/release.sh
 

@@ -38,8 +38,8 @@ func MachineAPICRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crdsIn("crd/machineapi/machine.openshift.io_*.yaml")
 }
 
-// Medik8sCRDs returns the nodemaintenance.medik8s.io/v1beta1 NodeMaintenance
-// CRD pitstop ships for --medik8s-compat.
+// Medik8sCRDs returns the NodeMaintenance CRDs pitstop ships for
+// --medik8s-compat: nodemaintenance.medik8s.io/v1beta1 and kubevirt.io/v1alpha3.
 func Medik8sCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crdsIn("crd/medik8s/*.yaml")
 }

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# Writes dist/pitstop.yaml: the one-file install, rendered from the Helm
-# chart with its default values, its CRDs and the Namespace (with the Pod
-# Security labels) included, the image pinned to this version. The same
-# chart is what `helm install` uses; config/release_test.go checks that the
-# two agree.
+# Writes the one-file installs, rendered from the Helm chart with its CRDs
+# and the Namespace (with the Pod Security labels) included, the image
+# pinned to this version:
+#   dist/pitstop.yaml          the chart's default values;
+#   dist/pitstop-medik8s.yaml  the same with medik8sCompat.enabled=true (the
+#                              medik8s and kubevirt.io NodeMaintenance CRDs,
+#                              their webhook, the medik8s-leases namespace).
+# The same chart is what `helm install` uses; test/install checks that they
+# agree.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 mkdir -p dist
-"$root/bin/helm" template pitstop charts/pitstop --namespace pitstop-system --include-crds \
-  --set namespace.create=true ${IMAGE_TAG:+--set image.tag=$IMAGE_TAG} > "${OUT:-dist/pitstop.yaml}"
-echo "wrote ${OUT:-dist/pitstop.yaml}"
+render() {
+  "$root/bin/helm" template pitstop charts/pitstop --namespace pitstop-system --include-crds \
+    --set namespace.create=true ${IMAGE_TAG:+--set image.tag=$IMAGE_TAG} "$@"
+}
+out=${OUT:-dist/pitstop.yaml}
+out_medik8s=${OUT_MEDIK8S:-dist/pitstop-medik8s.yaml}
+render > "$out"
+echo "wrote $out"
+render --set medik8sCompat.enabled=true > "$out_medik8s"
+echo "wrote $out_medik8s"

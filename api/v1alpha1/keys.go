@@ -89,6 +89,19 @@ const (
 	// medik8s.io/drain taint.
 	SourceMedik8s = "nodemaintenance.medik8s.io"
 
+	// SourceKubevirt is the LabelSource of a NodeMaintenance made for a
+	// kubevirt.io/v1alpha3 NodeMaintenance, the medik8s operator's first
+	// API (--medik8s-compat): its node gets the medik8s.io/drain taint too.
+	SourceKubevirt = "kubevirt.io"
+
+	// AnnotationOwner on a NodeMaintenance names the namespaced object it
+	// was made for ("<namespace>/<name>"), and AnnotationOwnerUID that
+	// object's UID. A namespaced object cannot own a cluster-scoped one,
+	// so these stand in for the owner reference; LabelSource says the
+	// object's API.
+	AnnotationOwner    = "pitstop.dev/owner"
+	AnnotationOwnerUID = "pitstop.dev/owner-uid"
+
 	// AnnotationMachine on a NodeMaintenance names the Machine (namespace/
 	// name) whose deletion it drains for.
 	AnnotationMachine = "pitstop.dev/machine"

@@ -27,6 +27,10 @@ const (
 	PrefixProfile = "profile-"
 	PrefixMachine = "machine-"
 	PrefixMedik8s = "medik8s-"
+	// PrefixKubevirt is followed by "<namespace>.<name>" of a
+	// kubevirt.io/v1alpha3 NodeMaintenance: a namespace has no dot, so the
+	// two never mix.
+	PrefixKubevirt = "kubevirt-"
 )
 
 // Name is the name of a NodeMaintenance made by a requester (prefix) for

@@ -87,8 +87,8 @@ type Options struct {
 	PrometheusURLAllow []string
 
 	// Medik8sCompat also reconciles nodemaintenance.medik8s.io/v1beta1
-	// NodeMaintenance objects through pitstop's own; their CRD must be
-	// installed.
+	// NodeMaintenance objects through pitstop's own (their CRD must be
+	// installed), and kubevirt.io/v1alpha3 ones when their CRD is.
 	Medik8sCompat bool
 
 	// SMCCompat writes the node's state as the maintenance-controller's

@@ -165,6 +165,16 @@ func webhooks(o WebhookOptions, policy admissionregistrationv1.FailurePolicyType
 		hook.Rules[0].APIGroups = []string{medik8s.GroupVersionKind.Group}
 		hook.Rules[0].APIVersions = []string{medik8s.GroupVersionKind.Version}
 		hooks = append(hooks, hook)
+		// The kubevirt.io kind is named after its node: only creates are
+		// judged, since a name cannot change.
+		cc, _ = o.clientConfig(medik8s.KubevirtWebhookPath)
+		hook = validatingWebhook("nodemaintenances", cc, policy)
+		hook.Name = "nodemaintenances." + medik8s.KubevirtGroupVersionKind.Group
+		hook.Rules[0].APIGroups = []string{medik8s.KubevirtGroupVersionKind.Group}
+		hook.Rules[0].APIVersions = []string{medik8s.KubevirtGroupVersionKind.Version}
+		hook.Rules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
+		hook.MatchConditions = onlyWhenTheSpecChanges[:1:1] // not-being-deleted
+		hooks = append(hooks, hook)
 	}
 	return hooks
 }

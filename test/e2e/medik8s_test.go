@@ -36,7 +36,8 @@ import (
 // it runs and succeeds, the node is unschedulable with medik8s' taint and
 // a valid Lease, the workload has moved; ending it resets the node,
 // invalidates the Lease, and the workload still runs. Then a Lease held by
-// another medik8s component holds a maintenance back until it is released.
+// another medik8s component holds a maintenance back until it is released,
+// and the operator's README example (kubevirt.io/v1alpha3) drains a node.
 func TestMedik8sOperatorsOwnScenario(t *testing.T) {
 	ctx := t.Context()
 	opts := localcluster.DefaultOptions()
@@ -85,6 +86,36 @@ func TestMedik8sOperatorsOwnScenario(t *testing.T) {
 		})
 	}
 
+	// awaitMovedFrom waits for the workload to run again, elsewhere.
+	awaitMovedFrom := func(node string) {
+		t.Helper()
+		if err := cluster.AwaitWorkloads(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		if moved := podNodeOf(t, c, ns); moved == node {
+			t.Errorf("the workload still runs on %s", node)
+		}
+	}
+	// awaitReset waits until the node is schedulable again, without
+	// medik8s' taint, and its Lease is gone.
+	awaitReset := func(node string) {
+		t.Helper()
+		testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
+			n := &corev1.Node{}
+			if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+				return err
+			}
+			if n.Spec.Unschedulable || nodeview.HasTaint(n, "medik8s.io/drain") {
+				return fmt.Errorf("node %s not reset: unschedulable %v, taints %v", node, n.Spec.Unschedulable, n.Spec.Taints)
+			}
+			lease := client.ObjectKey{Namespace: medik8s.LeaseNamespace, Name: "node-" + node}
+			if err := c.Get(ctx, lease, &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the Lease %s is still there (%v)", lease, err)
+			}
+			return nil
+		})
+	}
+
 	// Control-plane nodes: the 1st may go, the 2nd would break quorum.
 	first := nm("test-1st-control-plane", "control-plane-0")
 	testutil.Create(t, c, first)
@@ -123,29 +154,13 @@ func TestMedik8sOperatorsOwnScenario(t *testing.T) {
 		lease.Spec.AcquireTime == nil || lease.Spec.AcquireTime.Before(&metav1.MicroTime{Time: start}) || lease.Spec.RenewTime.After(now) {
 		t.Errorf("Lease %+v, want node-maintenance's for an hour, acquired since the maintenance began", lease.Spec)
 	}
-	if err := cluster.AwaitWorkloads(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if moved := podNodeOf(t, c, ns); moved == target {
-		t.Errorf("the workload still runs on %s", target)
-	}
+	awaitMovedFrom(target)
 
 	// Ending it.
 	if err := c.Delete(ctx, worker); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
-		if err := c.Get(ctx, client.ObjectKey{Name: target}, n); err != nil {
-			return err
-		}
-		if n.Spec.Unschedulable || nodeview.HasTaint(n, "medik8s.io/drain") {
-			return fmt.Errorf("node %s not reset: unschedulable %v, taints %v", target, n.Spec.Unschedulable, n.Spec.Taints)
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(lease), &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the Lease is still there (%v)", err)
-		}
-		return nil
-	})
+	awaitReset(target)
 	if err := cluster.AwaitWorkloads(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +188,42 @@ func TestMedik8sOperatorsOwnScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	phase("test-held", "Succeeded", time.Minute)
+	if err := c.Delete(ctx, nm("test-held", "")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The medik8s operator's README example, the kubevirt.io/v1alpha3
+	// NodeMaintenance named after its node, as written there but for the
+	// node's name: it drains the node the workload runs on, and deleting
+	// it restores the node.
+	target = podNodeOf(t, c, ns)
+	example, err := testutil.DecodeObjects(strings.ReplaceAll(`apiVersion: kubevirt.io/v1alpha3
+kind: NodeMaintenance
+metadata:
+  name: node02
+spec:
+  reason: "Test node maintenance"
+`, "node02", target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := example[0]
+	readme.SetNamespace("default")
+	testutil.Create(t, c, readme)
+	testutil.Eventually(t, 2*time.Minute, 200*time.Millisecond, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(readme), readme); err != nil {
+			return err
+		}
+		if got, _, _ := unstructured.NestedString(readme.Object, "status", "phase"); got != "Succeeded" {
+			return fmt.Errorf("kubevirt.io NodeMaintenance %s: phase %q, want Succeeded", target, got)
+		}
+		return nil
+	})
+	awaitMovedFrom(target)
+	if err := c.Delete(ctx, readme); err != nil {
+		t.Fatal(err)
+	}
+	awaitReset(target)
 }
 
 // podNodeOf is the node of the namespace's one Running pod.

@@ -141,10 +141,10 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			if find(objs, "RoleBinding", "medik8s-leases", "pitstop-medik8s") == nil {
 				t.Error("no RoleBinding for the medik8s Leases")
 			}
-			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 7 {
-				t.Errorf("%d CRDs, want pitstop's 3, the Machine API's 3 and medik8s' NodeMaintenance", n)
+			if n := len(ofKind(objs, "CustomResourceDefinition")); n != 8 {
+				t.Errorf("%d CRDs, want pitstop's 3, the Machine API's 3 and medik8s' NodeMaintenance of both APIs", n)
 			}
-			for _, name := range []string{"nodemaintenances.nodemaintenance.medik8s.io", "machines.machine.openshift.io", "machinesets.machine.openshift.io", "machinehealthchecks.machine.openshift.io"} {
+			for _, name := range []string{"nodemaintenances.nodemaintenance.medik8s.io", "nodemaintenances.kubevirt.io", "machines.machine.openshift.io", "machinesets.machine.openshift.io", "machinehealthchecks.machine.openshift.io"} {
 				if crd := find(objs, "CustomResourceDefinition", "", name); crd == nil || crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
 					t.Errorf("CRD %s %v, want one kept on uninstall (deleting a CRD deletes its objects)", name, crd)
 				}
@@ -238,21 +238,46 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 	}
 }
 
-// TestReleaseFileIsTheChartRendered writes pitstop.yaml as `make release`
-// does and checks that its CRDs, RBAC and Deployment are the chart's.
+// TestReleaseFileIsTheChartRendered writes pitstop.yaml and
+// pitstop-medik8s.yaml as `make release` does and checks that their CRDs,
+// RBAC, Deployment and webhooks are the chart's, with its defaults and
+// with medik8sCompat.enabled=true.
 func TestReleaseFileIsTheChartRendered(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "pitstop.yaml")
+	dir := t.TempDir()
+	out, outMedik8s := filepath.Join(dir, "pitstop.yaml"), filepath.Join(dir, "pitstop-medik8s.yaml")
 	cmd := exec.Command(repoPath(t, "hack", "release.sh"))
-	cmd.Env = append(os.Environ(), "OUT="+out)
+	cmd.Env = append(os.Environ(), "OUT="+out, "OUT_MEDIK8S="+outMedik8s)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/release.sh: %v\n%s", err, b)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		file string
+		set  []string
+	}{{out, nil}, {outMedik8s, []string{"medik8sCompat.enabled=true"}}} {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			data, err := os.ReadFile(tc.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := decode(t, string(data))
+			compareRelease(t, release, testutil.RenderChart(t, tc.set...))
+			ns := find(release, "Namespace", "", namespace)
+			if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
+				t.Errorf("the release's Namespace does not enforce the restricted Pod Security Standard: %v", ns)
+			}
+			medik8sCRDs := find(release, "CustomResourceDefinition", "", "nodemaintenances.nodemaintenance.medik8s.io") != nil &&
+				find(release, "CustomResourceDefinition", "", "nodemaintenances.kubevirt.io") != nil
+			if want := tc.set != nil; medik8sCRDs != want {
+				t.Errorf("the medik8s and kubevirt.io CRDs in the release: %v, want %v", medik8sCRDs, want)
+			}
+		})
 	}
-	release := decode(t, string(data))
-	chart := testutil.RenderChart(t)
+}
+
+// compareRelease checks that a release file holds the chart's CRDs, RBAC,
+// Deployment and webhooks.
+func compareRelease(t *testing.T, release, chart []*unstructured.Unstructured) {
+	t.Helper()
 	kinds := []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "Deployment", "ValidatingWebhookConfiguration"}
 	for _, kind := range kinds {
 		want, got := ofKind(chart, kind), ofKind(release, kind)
@@ -265,10 +290,6 @@ func TestReleaseFileIsTheChartRendered(t *testing.T) {
 				t.Errorf("%s %s differs between the release and the chart", kind, want[i].GetName())
 			}
 		}
-	}
-	ns := find(release, "Namespace", "", namespace)
-	if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
-		t.Errorf("the release's Namespace does not enforce the restricted Pod Security Standard: %v", ns)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Event reasons on a medik8s NodeMaintenance: the ones the medik8s
@@ -24,7 +25,7 @@ const (
 
 func (r *Reconciler) eventBegin(obj *unstructured.Unstructured, s spec) {
 	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, EventBeginMaintenance, "Start",
-		"maintenance of node %s began; pitstop NodeMaintenance %s cordons and drains it", s.NodeName, maintenanceName(obj.GetName()))
+		"maintenance of node %s began; pitstop NodeMaintenance %s cordons and drains it", s.NodeName, r.kind.maintenanceName(client.ObjectKeyFromObject(obj)))
 }
 
 // eventPhase reports a change of phase to Succeeded or Failed.

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -25,8 +24,9 @@ import (
 )
 
 // Reconciler keeps one pitstop NodeMaintenance per medik8s NodeMaintenance
-// and reports it in the medik8s object's status.
+// of one kind and reports it in the medik8s object's status.
 type Reconciler struct {
+	kind kind
 	// client reads medik8s objects from the API server (controller-runtime
 	// does not cache unstructured reads) and pitstop's from the cache.
 	client client.Client
@@ -46,11 +46,14 @@ const foreignRequeue = time.Minute
 // pitstop NodeMaintenance that matches it, or, when it is being deleted, to
 // that one being gone. Status is written once, at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	obj := newObject()
+	obj := r.kind.newObject()
 	if err := r.client.Get(ctx, req.NamespacedName, obj); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.deleteOrphan(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
-	s, specErr := specOf(obj)
+	s, specErr := r.kind.specOf(obj)
 	if !obj.GetDeletionTimestamp().IsZero() {
 		return r.reconcileDelete(ctx, obj, s) // needs the spec for messages only
 	}
@@ -103,11 +106,11 @@ func settled(obj *unstructured.Unstructured, st status) bool {
 // up, and the failed generation is recorded.
 func (r *Reconciler) settle(ctx context.Context, obj *unstructured.Unstructured, s spec) error {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	switch err := r.apiReader.Get(ctx, types.NamespacedName{Name: maintenanceName(obj.GetName())}, nm); {
+	switch err := r.apiReader.Get(ctx, types.NamespacedName{Name: r.kind.maintenanceName(client.ObjectKeyFromObject(obj))}, nm); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return err
-	case metav1.IsControlledBy(nm, obj) && nm.DeletionTimestamp.IsZero():
+	case r.kind.owns(nm, obj) && nm.DeletionTimestamp.IsZero():
 		if err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting NodeMaintenance %s of a failed maintenance: %w", nm.Name, err)
 		}
@@ -129,7 +132,7 @@ func (r *Reconciler) addFinalizer(ctx context.Context, obj *unstructured.Unstruc
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("adding finalizer %s to NodeMaintenance %s: %w", Finalizer, obj.GetName(), err)
+		return ctrl.Result{}, fmt.Errorf("adding finalizer %s to %s: %w", Finalizer, r.kind.describe(obj), err)
 	}
 	r.eventBegin(obj, s)
 	return ctrl.Result{}, nil
@@ -152,7 +155,7 @@ func (r *Reconciler) reconcileLeaseAndMaintenance(ctx context.Context, obj *unst
 	var held *heldError
 	switch {
 	case errors.As(err, &held):
-		started := r.client.Get(ctx, types.NamespacedName{Name: maintenanceName(obj.GetName())}, &pitstopv1alpha1.NodeMaintenance{}) == nil
+		started := r.client.Get(ctx, types.NamespacedName{Name: r.kind.maintenanceName(client.ObjectKeyFromObject(obj))}, &pitstopv1alpha1.NodeMaintenance{}) == nil
 		if !started {
 			msg := fmt.Sprintf("waiting for %s (another medik8s component acts on node %s); the maintenance starts once it is released or expires", held, s.NodeName)
 			if prev.LastError != msg {
@@ -192,7 +195,7 @@ func shortestResult(a, b ctrl.Result) ctrl.Result {
 // and matches it, and returns the status that reports it.
 func (r *Reconciler) reconcileMaintenance(ctx context.Context, obj *unstructured.Unstructured, s spec, prev status) (status, ctrl.Result, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	name := maintenanceName(obj.GetName())
+	name := r.kind.maintenanceName(client.ObjectKeyFromObject(obj))
 	switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, nm); {
 	case apierrors.IsNotFound(err):
 		return r.createMaintenance(ctx, obj, s, prev)
@@ -200,7 +203,7 @@ func (r *Reconciler) reconcileMaintenance(ctx context.Context, obj *unstructured
 		err = fmt.Errorf("reading NodeMaintenance %s: %w", name, err)
 		return erred(prev, err), ctrl.Result{}, err
 	}
-	if !metav1.IsControlledBy(nm, obj) {
+	if !r.kind.owns(nm, obj) {
 		w := prev
 		if w.Phase == "" {
 			w.Phase = phaseRunning
@@ -229,7 +232,7 @@ func (r *Reconciler) reconcileMaintenance(ctx context.Context, obj *unstructured
 // field) fails the medik8s object with the refusal as lastError, as medik8s
 // fails one for a missing node, and is not retried until the object changes.
 func (r *Reconciler) createMaintenance(ctx context.Context, obj *unstructured.Unstructured, s spec, prev status) (status, ctrl.Result, error) {
-	nm := newMaintenance(obj, s)
+	nm := r.kind.newMaintenance(obj, s)
 	err := r.client.Create(ctx, nm)
 	switch {
 	case err == nil:
@@ -261,12 +264,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj *unstructured.Unst
 		return ctrl.Result{}, nil
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{}
-	name := maintenanceName(obj.GetName())
+	name := r.kind.maintenanceName(client.ObjectKeyFromObject(obj))
 	switch err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, nm); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading NodeMaintenance %s: %w", name, err)
-	case metav1.IsControlledBy(nm, obj):
+	case r.kind.owns(nm, obj):
 		if nm.DeletionTimestamp.IsZero() {
 			err := r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID})
 			if apierrors.IsConflict(err) {
@@ -290,10 +293,28 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj *unstructured.Unst
 		case apierrors.IsConflict(err):
 			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from NodeMaintenance %s: %w", Finalizer, obj.GetName(), err)
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from %s: %w", Finalizer, r.kind.describe(obj), err)
 	}
 	r.eventRemoved(obj, s)
 	return ctrl.Result{}, nil
+}
+
+// deleteOrphan deletes pitstop's NodeMaintenance for an object of the
+// namespaced kind that is gone without its finalizer having run (someone
+// removed it): for the other kind the garbage collector does.
+func (r *Reconciler) deleteOrphan(ctx context.Context, key types.NamespacedName) error {
+	if !r.kind.namespaced {
+		return nil
+	}
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: r.kind.maintenanceName(key)}, nm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if owner, ok := r.kind.ownerKey(nm); !ok || owner != key || !nm.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("deleting NodeMaintenance whose owner is gone", "nodeMaintenance", klog.KObj(nm))
+	return client.IgnoreNotFound(r.client.Delete(ctx, nm, client.Preconditions{UID: &nm.UID}))
 }
 
 // patchStatus writes status once, only when it changed, with optimistic

@@ -48,12 +48,6 @@ type status struct {
 	EvictionPods    int64          `json:"evictionPods,omitempty"`
 }
 
-func specOf(obj *unstructured.Unstructured) (spec, error) {
-	var s spec
-	err := fromField(obj, "spec", &s)
-	return s, err
-}
-
 func statusOf(obj *unstructured.Unstructured) (status, error) {
 	var s status
 	err := fromField(obj, "status", &s)

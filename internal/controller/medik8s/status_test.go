@@ -122,7 +122,7 @@ func TestFailedAndErred(t *testing.T) {
 }
 
 func TestStatusRoundTrip(t *testing.T) {
-	obj := newObject()
+	obj := medik8sKind.newObject()
 	want := status{
 		Phase: phaseRunning, DrainProgress: 50, LastUpdate: &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
 		PendingPods: []string{"web-0"}, PendingPodsRefs: []podReference{{Namespace: "a", Name: "web-0"}}, TotalPods: 3, EvictionPods: 2,

@@ -162,6 +162,13 @@ func podsOn(t *testing.T, ns, nodeName string) []string {
 // carry every reason in want.
 func awaitEvents(t *testing.T, name string, want ...string) {
 	t.Helper()
+	awaitEventsOf(t, medik8s.GroupVersionKind.GroupVersion().String(), name, want...)
+}
+
+// awaitEventsOf waits until Events about the object of apiVersion called
+// name carry every reason in want.
+func awaitEventsOf(t *testing.T, apiVersion, name string, want ...string) {
+	t.Helper()
 	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
 		list := &eventsv1.EventList{}
 		if err := env.Client.List(t.Context(), list); err != nil {
@@ -169,7 +176,7 @@ func awaitEvents(t *testing.T, name string, want ...string) {
 		}
 		var reasons []string
 		for _, e := range list.Items {
-			if e.Regarding.APIVersion == medik8s.GroupVersionKind.GroupVersion().String() && e.Regarding.Name == name {
+			if e.Regarding.APIVersion == apiVersion && e.Regarding.Name == name {
 				reasons = append(reasons, e.Reason)
 			}
 		}

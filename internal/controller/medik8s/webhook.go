@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,17 +33,21 @@ const (
 	ErrorNodeNameUpdateForbidden     = "updating spec.NodeName isn't allowed"
 )
 
-// SetupWebhook serves the medik8s NodeMaintenance validating webhook.
+// SetupWebhook serves the validating webhooks of both kinds.
 func SetupWebhook(mgr ctrl.Manager) {
-	mgr.GetWebhookServer().Register(WebhookPath, &webhook.Admission{Handler: &validator{reader: mgr.GetClient(), live: mgr.GetAPIReader()}})
+	for _, k := range kinds {
+		mgr.GetWebhookServer().Register(k.webhookPath, &webhook.Admission{Handler: &validator{kind: k, reader: mgr.GetClient(), live: mgr.GetAPIReader()}})
+	}
 }
 
 // validator refuses at admission what the medik8s operator refuses: a
-// maintenance of a node that does not exist, a second one for a node, one
-// of a control-plane node that would break quorum (on any distribution:
-// pitstop's quorum guard counts Ready control-plane nodes), and a change
-// of spec.nodeName. A refused object never exists, so it gets no Event.
+// maintenance of a node that does not exist, a second one for a node (of
+// either kind), one of a control-plane node that would break quorum (on
+// any distribution: pitstop's quorum guard counts Ready control-plane
+// nodes), and a change of spec.nodeName. A refused object never exists, so
+// it gets no Event.
 type validator struct {
+	kind kind
 	// reader is the manager's cache (nodes, pitstop's maintenances); live
 	// reads medik8s objects, which the cache does not hold.
 	reader client.Reader
@@ -50,31 +55,34 @@ type validator struct {
 }
 
 func (v *validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	obj := newObject()
+	obj := v.kind.newObject()
 	if err := obj.UnmarshalJSON(req.Object.Raw); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	s, err := specOf(obj)
+	if obj.GetNamespace() == "" {
+		obj.SetNamespace(req.Namespace) // not set yet on a create
+	}
+	s, err := v.kind.specOf(obj)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	switch req.Operation {
 	case admissionv1.Update:
-		old := newObject()
+		old := v.kind.newObject()
 		if err := old.UnmarshalJSON(req.OldObject.Raw); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
-		if o, _ := specOf(old); o.NodeName != s.NodeName {
+		if o, _ := v.kind.specOf(old); o.NodeName != s.NodeName {
 			return admission.Denied(ErrorNodeNameUpdateForbidden)
 		}
 		return admission.Allowed("")
 	case admissionv1.Create:
-		return v.create(ctx, obj.GetName(), s)
+		return v.create(ctx, obj, s)
 	}
 	return admission.Allowed("")
 }
 
-func (v *validator) create(ctx context.Context, name string, s spec) admission.Response {
+func (v *validator) create(ctx context.Context, obj *unstructured.Unstructured, s spec) admission.Response {
 	node := &corev1.Node{}
 	if err := v.reader.Get(ctx, types.NamespacedName{Name: s.NodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -82,14 +90,21 @@ func (v *validator) create(ctx context.Context, name string, s spec) admission.R
 		}
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("could not get node for validating spec.NodeName, please try again: %w", err))
 	}
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(GroupVersionKind.GroupVersion().WithKind(GroupVersionKind.Kind + "List"))
-	if err := v.live.List(ctx, list); err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("could not list NodeMaintenances for validating spec.NodeName, please try again: %w", err))
-	}
-	for i := range list.Items {
-		if o, err := specOf(&list.Items[i]); err == nil && o.NodeName == s.NodeName && list.Items[i].GetName() != name {
-			return admission.Denied(fmt.Sprintf(ErrorNodeMaintenanceExists, s.NodeName))
+	for _, k := range kinds {
+		list := k.newList()
+		err := v.live.List(ctx, list)
+		if meta.IsNoMatchError(err) {
+			continue // the kubevirt.io CRD is not installed
+		}
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("could not list NodeMaintenances for validating spec.NodeName, please try again: %w", err))
+		}
+		for i := range list.Items {
+			other := &list.Items[i]
+			same := k == v.kind && other.GetNamespace() == obj.GetNamespace() && other.GetName() == obj.GetName()
+			if o, err := k.specOf(other); err == nil && o.NodeName == s.NodeName && !same {
+				return admission.Denied(fmt.Sprintf(ErrorNodeMaintenanceExists, s.NodeName))
+			}
 		}
 	}
 	why, err := nodemaintenance.QuorumRefusal(ctx, v.reader, node)

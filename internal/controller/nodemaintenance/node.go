@@ -147,9 +147,9 @@ func mergeNodes(a, b []corev1.Node) []corev1.Node {
 var medik8sTaints = []corev1.Taint{{Key: medik8sDrainTaint, Effect: corev1.TaintEffectNoSchedule}}
 
 // cordonFor is cordoned for nm: with medik8s' taint as well when nm was
-// made for a medik8s NodeMaintenance.
+// made for a medik8s NodeMaintenance (of either API).
 func cordonFor(nm *pitstopv1alpha1.NodeMaintenance) func(*corev1.Node) *corev1.Node {
-	if nm.Labels[pitstopv1alpha1.LabelSource] != pitstopv1alpha1.SourceMedik8s {
+	if src := nm.Labels[pitstopv1alpha1.LabelSource]; src != pitstopv1alpha1.SourceMedik8s && src != pitstopv1alpha1.SourceKubevirt {
 		return cordoned
 	}
 	return func(node *corev1.Node) *corev1.Node {
