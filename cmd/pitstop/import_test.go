@@ -7,10 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/importer"
 )
 
 // importTestdata is the importer's testdata: seed files and their imports.
@@ -18,25 +22,29 @@ const importTestdata = "../../internal/importer/testdata"
 
 // TestImportPrintsProfilesTheAPIServerAccepts imports seed files and
 // creates what `pitstop import` prints on the API server, dry-run: the
-// YAML parses back into MaintenanceProfiles, and the CRD's schema and
-// validation rules accept them.
+// YAML parses back into the notifications' Secret and MaintenanceProfiles,
+// and the API server (the CRD's schema and validation rules) accepts them.
 func TestImportPrintsProfilesTheAPIServerAccepts(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
 		env   map[string]string
 		names []string
 		notes []string // parts of stderr
+		// warns says warnings are expected: the seed README's examples
+		// import without any.
+		warns bool
 	}{
 		{
 			file:  "flatcar.yaml",
-			names: []string{"flatcar"},
-			notes: []string{"flatcar.yaml:6: warning: notification instance \"approval_required\" (slack) is not imported", "run pitstop with --smc-compat"},
+			names: []string{"Secret/pitstop-notifications", "flatcar"},
+			notes: []string{"run pitstop with --smc-compat"},
 		},
 		{
 			file:  "all.yaml",
-			env:   map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090"},
-			names: []string{"os-patching"},
-			notes: []string{"all.yaml:146: note: profile \"os-patching\": in-maintenance: pitstop has no enter chains"},
+			env:   map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090", "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/x"},
+			names: []string{"Secret/pitstop-notifications", "os-patching"},
+			warns: true,
+			notes: []string{"all.yaml:145: note: profile \"os-patching\": in-maintenance: pitstop has no enter chains"},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -47,8 +55,25 @@ func TestImportPrintsProfilesTheAPIServerAccepts(t *testing.T) {
 			if code := execute([]string{"import", filepath.Join(importTestdata, tc.file)}, &stdout, &stderr); code != 0 {
 				t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())
 			}
+			if !tc.warns && strings.Contains(stderr.String(), "warning:") {
+				t.Errorf("warnings importing %s:\n%s", tc.file, stderr.String())
+			}
+			if err := env.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: importer.DefaultSecretNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
 			var names []string
 			for i, doc := range strings.Split(stdout.String(), "\n---\n") {
+				if strings.Contains(doc, "\nkind: Secret\n") {
+					sec := &corev1.Secret{}
+					if err := yaml.UnmarshalStrict([]byte(doc), sec); err != nil {
+						t.Fatalf("document %d does not parse: %v\n%s", i, err, doc)
+					}
+					if err := env.Client.Create(t.Context(), sec, client.DryRunAll); err != nil {
+						t.Errorf("the API server refuses document %d: %v", i, err)
+					}
+					names = append(names, "Secret/"+sec.Name)
+					continue
+				}
 				p := &pitstopv1alpha1.MaintenanceProfile{}
 				if err := yaml.UnmarshalStrict([]byte(doc), p); err != nil {
 					t.Fatalf("document %d does not parse: %v\n%s", i, err, doc)
@@ -118,14 +143,14 @@ func TestImportCommandLine(t *testing.T) {
 func TestImportReadsStandardInput(t *testing.T) {
 	seed := "profiles:\n- name: p\n  operational:\n    transitions:\n    - {check: '', next: maintenance-required}\n"
 	var stdout, stderr bytes.Buffer
-	if err := runImport("-", strings.NewReader(seed), &stdout, &stderr, func(string) (string, bool) { return "", false }); err != nil {
+	if err := runImport("-", importer.Options{}, strings.NewReader(seed), &stdout, &stderr); err != nil {
 		t.Fatalf("runImport: %v", err)
 	}
 	p := &pitstopv1alpha1.MaintenanceProfile{}
 	if err := yaml.UnmarshalStrict(stdout.Bytes(), p); err != nil || p.Name != "p" {
 		t.Errorf("stdout does not hold profile p (%v):\n%s", err, stdout.String())
 	}
-	err := runImport("-", strings.NewReader("profiles: {}\n"), &stdout, &stderr, nil)
+	err := runImport("-", importer.Options{}, strings.NewReader("profiles: {}\n"), &stdout, &stderr)
 	if err == nil || !strings.HasPrefix(err.Error(), "<stdin>:1: ") {
 		t.Errorf("runImport of a bad file = %v, want an error at <stdin>:1", err)
 	}

@@ -1,7 +1,10 @@
 package importer
 
 import (
+	"strings"
 	"testing"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 func TestExpandString(t *testing.T) {
@@ -70,7 +73,10 @@ func TestImportInterpolatesValues(t *testing.T) {
 	}
 }
 
-func TestDroppedNotificationsNeedNoSecrets(t *testing.T) {
+// TestNotificationSecretsFromAnExistingSecret: with an existing Secret, a
+// notification's secret values are not read, so their variables need not
+// be set; without it an unset one is an error at its line.
+func TestNotificationSecretsFromAnExistingSecret(t *testing.T) {
 	data := seedFile(
 		"instances:",
 		"  notify:",
@@ -83,8 +89,19 @@ func TestDroppedNotificationsNeedNoSecrets(t *testing.T) {
 		"  in-maintenance:",
 		"    notify: chat",
 	)
-	if _, err := Convert(data, nil); err != nil {
-		t.Errorf("Convert: %v; want no error for SLACK_HOOK, which only a dropped instance uses", err)
+	r, err := Import(data, Options{ExistingSecret: true, SecretName: "hooks"})
+	if err != nil {
+		t.Fatalf("Import: %v; want no error for SLACK_HOOK, which the existing Secret holds", err)
+	}
+	if r.Secret != nil {
+		t.Errorf("a Secret %+v with --existing-secret", r.Secret)
+	}
+	if ref := r.Profiles[0].Spec.Notifications[0].Slack.WebhookURL; ref != (pitstopv1alpha1.SecretKeyRef{Name: "hooks", Key: "chat.hook"}) {
+		t.Errorf("webhookURL %+v, want hooks/chat.hook", ref)
+	}
+	_, err = Import(data, Options{})
+	if err == nil || !strings.Contains(err.Error(), "maintenance.yaml:5: environment variable SLACK_HOOK is not set") {
+		t.Errorf("Import without the Secret: %v, want SLACK_HOOK named at line 5", err)
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -24,13 +27,32 @@ type Options struct {
 	// Env looks up the environment variables that ${NAME} refers to. With
 	// nil, every variable is unset.
 	Env func(name string) (string, bool)
+	// SecretName names the Secret holding the notifications' webhook URLs,
+	// tokens and passwords (DefaultSecretName when empty), and
+	// SecretNamespace its namespace, pitstop's (DefaultSecretNamespace
+	// when empty).
+	SecretName, SecretNamespace string
+	// ExistingSecret says the Secret exists already, with the keys the
+	// notifications name: the import returns no Secret, and the secret
+	// values (and their variables) are not read.
+	ExistingSecret bool
 }
+
+// Defaults of Options.
+const (
+	DefaultSecretName      = "pitstop-notifications"
+	DefaultSecretNamespace = "pitstop-system"
+)
 
 // Result is an import: the profiles, in the order of the seed's profiles,
 // and the notes on what changed on the way, in line order.
 type Result struct {
 	Profiles []pitstopv1alpha1.MaintenanceProfile
-	Notes    []Note
+	// Secret holds what the seed's notifications kept in clear (webhook
+	// URLs, tokens, passwords), labelled for profiles to read; nil when no
+	// profile sends a notification, or with Options.ExistingSecret.
+	Secret *corev1.Secret
+	Notes  []Note
 }
 
 // Note is a remark on one line of the input that did not stop the import.
@@ -113,18 +135,31 @@ func Convert(data []byte, env func(string) (string, bool)) ([]pitstopv1alpha1.Ma
 
 // Import is Convert with options, returning the notes too.
 func Import(data []byte, opts Options) (*Result, error) {
-	c := &converter{file: cmp.Or(opts.File, DefaultFile), env: opts.Env}
+	c := &converter{file: cmp.Or(opts.File, DefaultFile), env: opts.Env,
+		secretName: cmp.Or(opts.SecretName, DefaultSecretName), existingSecret: opts.ExistingSecret}
 	if c.env == nil {
 		c.env = func(string) (string, bool) { return "", false }
 	}
 	var profiles []pitstopv1alpha1.MaintenanceProfile
+	var secrets map[string]string
 	if seed := c.parse(data); seed != nil {
-		profiles = c.convert(seed)
+		profiles, secrets = c.convert(seed)
 	}
 	if len(c.errs) > 0 {
 		slices.SortStableFunc(c.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, c.errs
 	}
 	slices.SortStableFunc(c.notes, func(a, b Note) int { return cmp.Compare(a.Line, b.Line) })
-	return &Result{Profiles: profiles, Notes: c.notes}, nil
+	r := &Result{Profiles: profiles, Notes: c.notes}
+	if len(secrets) > 0 {
+		r.Secret = &corev1.Secret{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: c.secretName, Namespace: cmp.Or(opts.SecretNamespace, DefaultSecretNamespace),
+				Labels: map[string]string{pitstopv1alpha1.LabelUsableByProfiles: "true"},
+			},
+			StringData: secrets,
+		}
+	}
+	return r, nil
 }

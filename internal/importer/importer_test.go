@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -39,7 +40,7 @@ var goldenCases = []struct {
 	{name: "flatcar"},
 	// Every plugin the import supports, enter chains on two states, and
 	// environment variables.
-	{name: "all", env: map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090"}},
+	{name: "all", env: map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090", "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/secret"}},
 }
 
 func TestImportMatchesGolden(t *testing.T) {
@@ -50,9 +51,9 @@ func TestImportMatchesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Import: %v", err)
 			}
-			manifests, err := Render(r.Profiles)
+			manifests, err := RenderResult(r)
 			if err != nil {
-				t.Fatalf("Render: %v", err)
+				t.Fatalf("RenderResult: %v", err)
 			}
 			var notes bytes.Buffer
 			for _, n := range r.Notes {
@@ -70,11 +71,19 @@ func TestImportMatchesGolden(t *testing.T) {
 func TestGoldenRoundTrips(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
-			converted, err := Convert(readFile(t, tc.name+".yaml"), envOf(tc.env))
+			r, err := Import(readFile(t, tc.name+".yaml"), Options{Env: envOf(tc.env)})
 			if err != nil {
-				t.Fatalf("Convert: %v", err)
+				t.Fatalf("Import: %v", err)
 			}
+			converted := r.Profiles
 			docs := strings.Split(string(readFile(t, tc.name+".golden.yaml")), "\n---\n")
+			if r.Secret != nil {
+				var sec corev1.Secret
+				if err := yaml.UnmarshalStrict([]byte(docs[0]), &sec); err != nil || !reflect.DeepEqual(&sec, r.Secret) {
+					t.Fatalf("the golden file's first document is not the import's Secret (%v):\n%s", err, docs[0])
+				}
+				docs = docs[1:]
+			}
 			if len(docs) != len(converted) {
 				t.Fatalf("the golden file has %d documents, the import %d profiles", len(docs), len(converted))
 			}

@@ -18,6 +18,11 @@ type converter struct {
 	env   func(string) (string, bool)
 	errs  ErrorList
 	notes []Note
+	// secretName names the Secret notifications refer to; existingSecret
+	// says it exists already, so the import neither writes it nor reads
+	// the secret values.
+	secretName     string
+	existingSecret bool
 }
 
 func (c *converter) errorf(n *yaml.Node, format string, args ...any) {
@@ -114,6 +119,21 @@ func (c *converter) fields(n *yaml.Node, what string, known ...string) (map[stri
 		}
 	}
 	return out, ok
+}
+
+// valueOf is the value of key in the mapping n (read with fields before,
+// which reported its problems), nil when there is none.
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return resolve(n.Content[i+1])
+		}
+	}
+	return nil
 }
 
 // items reads a list; null is an empty list.

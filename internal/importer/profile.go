@@ -2,6 +2,7 @@ package importer
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,15 +20,25 @@ const (
 	maxTransitions        = 16   // per state
 	maxTransitionTriggers = 16   // per transition
 	maxCheckLength        = 4096 // a transition's check expression
+	maxNotifications      = 32   // spec.notifications
+	maxStateNotify        = 16   // a state's notify
 )
 
 // convert builds one MaintenanceProfile per seed profile that converts,
 // then notes the instances no profile uses.
-func (c *converter) convert(s *seedConfig) []pitstopv1alpha1.MaintenanceProfile {
+// The secret values of the notifications the profiles use are returned
+// with them, by Secret key.
+func (c *converter) convert(s *seedConfig) ([]pitstopv1alpha1.MaintenanceProfile, map[string]string) {
 	out := make([]pitstopv1alpha1.MaintenanceProfile, 0, len(s.profiles))
+	secrets := map[string]string{}
 	for _, p := range s.profiles {
 		if mp, ok := c.profile(p, s); ok {
 			out = append(out, mp)
+		}
+	}
+	for _, d := range s.notifies {
+		if d.ok && d.used {
+			maps.Copy(secrets, d.secrets)
 		}
 	}
 	for _, d := range s.checks {
@@ -40,13 +51,19 @@ func (c *converter) convert(s *seedConfig) []pitstopv1alpha1.MaintenanceProfile 
 			c.notef(d.node, "%s is used by no profile, so it is not imported", d.what())
 		}
 	}
-	return out
+	for _, d := range s.notifies {
+		if d.ok && !d.used {
+			c.notef(d.node, "%s is used by no profile, so it is not imported", d.what())
+		}
+	}
+	return out, secrets
 }
 
 // profileRefs are the instances one profile uses, by seed name.
 type profileRefs struct {
 	checks   map[string]*checkDef
 	triggers map[string]*triggerDef
+	notifies map[string]*notifyDef
 }
 
 // profile converts one seed profile. The seed's states become pitstop's
@@ -79,11 +96,12 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 	if p.name == "default" {
 		c.notef(p.nameNode, "profile \"default\": pitstop has no default profile; it picks only nodes labelled cloud.sap/maintenance-profile=default, or those spec.nodeSelector selects")
 	}
-	refs := profileRefs{checks: map[string]*checkDef{}, triggers: map[string]*triggerDef{}}
+	refs := profileRefs{checks: map[string]*checkDef{}, triggers: map[string]*triggerDef{}, notifies: map[string]*notifyDef{}}
 	enter := c.enterTriggers(p, s, refs)
 	for i, st := range engine.States {
 		spec := st.Spec(&mp.Spec.States)
 		spec.Transitions = c.transitions(p, p.states[i], s, refs, enter)
+		spec.Notify = c.resolveNotify(p.states[i].notify, s, refs, fmt.Sprintf("profile %q: %s: notify", p.name, p.states[i].state))
 	}
 	for _, d := range s.checks {
 		if refs.checks[d.name] != nil {
@@ -93,6 +111,11 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 	for _, d := range s.triggers {
 		if refs.triggers[d.name] != nil {
 			mp.Spec.Triggers = append(mp.Spec.Triggers, d.spec)
+		}
+	}
+	for _, d := range s.notifies {
+		if refs.notifies[d.name] != nil {
+			mp.Spec.Notifications = append(mp.Spec.Notifications, d.spec)
 		}
 	}
 	c.checkBounds(p, &mp)
@@ -107,14 +130,11 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 }
 
 // enterTriggers resolves each state's enter chain to pitstop trigger
-// names, noting where they went, and warns about the notify chains.
+// names, noting where they went.
 func (c *converter) enterTriggers(p *profileDef, s *seedConfig, refs profileRefs) map[pitstopv1alpha1.MaintenanceState][]string {
 	enter := map[pitstopv1alpha1.MaintenanceState][]string{}
 	for _, st := range p.states {
 		what := fmt.Sprintf("profile %q: %s", p.name, st.state)
-		if len(st.notify.names) > 0 {
-			c.resolveNotify(st.notify, s, what+": notify")
-		}
 		if len(st.enter.names) == 0 {
 			continue
 		}
@@ -228,19 +248,27 @@ func (c *converter) resolveTriggers(ch chain, s *seedConfig, refs *profileRefs, 
 	return names
 }
 
-// resolveNotify checks a notification chain's names, then drops it.
-func (c *converter) resolveNotify(ch chain, s *seedConfig, what string) {
-	var undefined []string
+// resolveNotify maps a notification chain to pitstop notification names,
+// recording them as used by the profile.
+func (c *converter) resolveNotify(ch chain, s *seedConfig, refs profileRefs, what string) []string {
+	var names, undefined []string
 	for _, name := range ch.names {
-		if !slices.ContainsFunc(s.notifies, func(n *instance) bool { return n.name == name }) {
+		i := slices.IndexFunc(s.notifies, func(d *notifyDef) bool { return d.name == name })
+		if i < 0 {
 			undefined = append(undefined, name)
+			continue
+		}
+		d := s.notifies[i]
+		d.used = true
+		refs.notifies[name] = d
+		if !slices.Contains(names, d.spec.Name) {
+			names = append(names, d.spec.Name)
 		}
 	}
 	if len(undefined) > 0 {
 		c.errorf(ch.node, "%s %q: undefined notification instance%s %s", what, ch.text, plural(len(undefined), "s", ""), strings.Join(undefined, ", "))
-		return
 	}
-	c.warnf(ch.node, "%s %q is dropped with its instances: add it as the state's notify list by hand", what, ch.text)
+	return names
 }
 
 // scopeTo returns the check as the profile uses it: a maxMaintenance whose
@@ -265,6 +293,14 @@ func (c *converter) checkBounds(p *profileDef, mp *pitstopv1alpha1.MaintenancePr
 	}
 	if n := len(mp.Spec.Triggers); n > maxInstances {
 		c.errorf(p.node, "profile %q uses %d trigger instances, pitstop allows %d", p.name, n, maxInstances)
+	}
+	if n := len(mp.Spec.Notifications); n > maxNotifications {
+		c.errorf(p.node, "profile %q uses %d notification instances, pitstop allows %d", p.name, n, maxNotifications)
+	}
+	for i, st := range engine.States {
+		if n := len(st.Spec(&mp.Spec.States).Notify); n > maxStateNotify {
+			c.errorf(p.states[i].notify.node, "profile %q: %s: notify: %d notifications, pitstop allows %d", p.name, st.State, n, maxStateNotify)
+		}
 	}
 }
 

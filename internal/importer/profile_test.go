@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -99,14 +100,27 @@ func TestEnterChainWithoutTransitionsIntoItIsDropped(t *testing.T) {
 	}
 }
 
-func TestNotificationsAreDroppedWithWarnings(t *testing.T) {
+// TestNotificationsAreImportedWithTheirSecrets: every seed notification
+// plugin and schedule becomes pitstop's, a state's notify chain its notify
+// list, and what the seed held in clear goes into one Secret that the
+// notifications refer to; an instance two profiles use is in both, its
+// secret once, and a slackThread's Lease stays shared.
+func TestNotificationsAreImportedWithTheirSecrets(t *testing.T) {
 	data := seedFile(
 		"instances:",
 		"  notify:",
 		"  - type: mail",
 		"    name: mail_ops",
-		"    config: {auth: false, address: smtp:25, from: a@b, message: hi, to: [c@d]}",
-		"    schedule: {type: scheduled, config: {instant: \"09:00\", weekdays: [monday]}}",
+		"    config: {auth: true, user: ops, password: s3cret, identity: id, address: smtp:587, from: a@b, subject: \"{{ .Node.Name }}\", message: hi, to: [c@d, e@f]}",
+		"    schedule: {type: scheduled, config: {instant: \"9:00\", weekdays: [monday, Fri]}}",
+		"  - type: slack",
+		"    name: chat",
+		"    config: {hook: \"https://hooks.slack.com/services/T/B/X\", channel: \"#ops\", message: \"{{ .Node.Name }} is {{ .State }}\"}",
+		"    schedule: {type: oneshot, config: {delay: 5m}}",
+		"  - type: slackThread",
+		"    name: thread",
+		"    config: {token: xoxb-1, channel: \"#ops\", title: t, message: m, leaseName: Ops_Thread, leaseNamespace: kube-system, period: 12h}",
+		"    schedule: {type: periodic, config: {interval: 1h}}",
 		"  check:",
 		"  - {type: hasLabel, name: a, config: {key: a}}",
 		"profiles:",
@@ -115,21 +129,86 @@ func TestNotificationsAreDroppedWithWarnings(t *testing.T) {
 		"    notify: mail_ops",
 		"    transitions:",
 		"    - {check: a, next: maintenance-required}",
+		"  maintenance-required:",
+		"    notify: chat && thread",
+		"- name: q",
+		"  in-maintenance:",
+		"    notify: thread",
+	)
+	r, err := Import(data, Options{SecretName: "imported", SecretNamespace: "ops"})
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	p, q := r.Profiles[0].Spec, r.Profiles[1].Spec
+	if got := p.States.Operational.Notify; !reflect.DeepEqual(got, []string{"mail_ops"}) {
+		t.Errorf("operational notify %v, want mail_ops", got)
+	}
+	if got := p.States.MaintenanceRequired.Notify; !reflect.DeepEqual(got, []string{"chat", "thread"}) {
+		t.Errorf("maintenance-required notify %v, want chat and thread", got)
+	}
+	want := []pitstopv1alpha1.NotificationInstance{
+		{Name: "mail_ops", Schedule: pitstopv1alpha1.NotificationSchedule{Scheduled: &pitstopv1alpha1.ScheduledSchedule{At: "09:00", Weekdays: []pitstopv1alpha1.Weekday{"Mon", "Fri"}}},
+			Mail: &pitstopv1alpha1.MailNotification{Address: "smtp:587", From: "a@b", To: []string{"c@d", "e@f"}, Subject: "{{ .Node.Name }}", Message: "hi",
+				Auth: &pitstopv1alpha1.MailAuth{Username: "ops", Identity: "id", Password: pitstopv1alpha1.SecretKeyRef{Name: "imported", Key: "mail_ops.password"}}}},
+		{Name: "chat", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{Delay: pitstopv1alpha1.Duration{Duration: 5 * time.Minute}}},
+			Slack: &pitstopv1alpha1.SlackNotification{WebhookURL: pitstopv1alpha1.SecretKeyRef{Name: "imported", Key: "chat.hook"}, Channel: "#ops", Message: "{{ .Node.Name }} is {{ .State }}"}},
+		{Name: "thread", Schedule: pitstopv1alpha1.NotificationSchedule{Periodic: &pitstopv1alpha1.PeriodicSchedule{Interval: pitstopv1alpha1.Duration{Duration: time.Hour}}},
+			SlackThread: &pitstopv1alpha1.SlackThreadNotification{Token: pitstopv1alpha1.SecretKeyRef{Name: "imported", Key: "thread.token"}, Channel: "#ops", Title: "t", Message: "m",
+				Period: pitstopv1alpha1.Duration{Duration: 12 * time.Hour}, LeaseName: "pitstop-slack-ops-thread"}},
+	}
+	if !reflect.DeepEqual(p.Notifications, want) {
+		t.Errorf("notifications\n%+v\nwant\n%+v", p.Notifications, want)
+	}
+	if len(q.Notifications) != 1 || !reflect.DeepEqual(q.Notifications[0], want[2]) || !reflect.DeepEqual(q.States.InMaintenance.Notify, []string{"thread"}) {
+		t.Errorf("profile q notifications %+v notify %v, want the same thread", q.Notifications, q.States.InMaintenance.Notify)
+	}
+	sec := r.Secret
+	if sec == nil || sec.Name != "imported" || sec.Namespace != "ops" || sec.Labels[pitstopv1alpha1.LabelUsableByProfiles] != "true" ||
+		!reflect.DeepEqual(sec.StringData, map[string]string{"mail_ops.password": "s3cret", "chat.hook": "https://hooks.slack.com/services/T/B/X", "thread.token": "xoxb-1"}) {
+		t.Errorf("Secret %+v, want imported in ops, usable by profiles, with the three secrets", sec)
+	}
+	for _, n := range r.Notes {
+		if n.Warning {
+			t.Errorf("warning %s, want none", n)
+		}
+	}
+	if want := `maintenance.yaml:13: note: notification instance "thread": the thread's Lease is pitstop-slack-ops-thread in pitstop's namespace`; !hasNote(r.Notes, want) {
+		t.Errorf("no note starting with %q in\n%s", want, notesText(r.Notes))
+	}
+	for i := range r.Profiles {
+		build(t, &r.Profiles[i])
+	}
+}
+
+// TestMailWithoutAuthWarnsAboutTLS: the seed sent mail in clear to a server
+// without STARTTLS; pitstop does not, and says so.
+func TestMailWithoutAuthWarnsAboutTLS(t *testing.T) {
+	data := seedFile(
+		"instances:",
+		"  notify:",
+		"  - type: mail",
+		"    name: mail_ops",
+		"    config: {auth: false, address: smtp:25, from: a@b, message: hi, to: [c@d]}",
+		"    schedule: {type: periodic, config: {interval: 1h}}",
+		"profiles:",
+		"- name: p",
+		"  maintenance-required:",
+		"    notify: mail_ops",
 	)
 	r, err := Import(data, Options{})
 	if err != nil {
-		t.Fatalf("Import: %v; want the checks and transitions imported without the notifications", err)
+		t.Fatalf("Import: %v", err)
 	}
-	if got := r.Profiles[0].Spec.States.Operational.Transitions; len(got) != 1 || got[0].Check != "a" {
-		t.Errorf("operational transitions = %+v, want the one on a", got)
+	m := r.Profiles[0].Spec.Notifications[0].Mail
+	if m.Auth != nil || m.TLS != "StartTLS" || m.Subject == "" {
+		t.Errorf("mail %+v, want no auth, StartTLS and a subject", m)
 	}
-	for _, want := range []string{
-		`maintenance.yaml:3: warning: notification instance "mail_ops" (mail) is not imported: its hook, token or password would have to move into a Secret labelled pitstop.dev/usable-by-profiles=true; add it to the profile by hand (docs/profiles.md, Notifications)`,
-		`maintenance.yaml:12: warning: profile "p": operational: notify "mail_ops" is dropped`,
-	} {
-		if !hasNote(r.Notes, want) {
-			t.Errorf("no note starting with %q in\n%s", want, notesText(r.Notes))
-		}
+	if r.Secret != nil {
+		t.Errorf("Secret %+v for a notification without secrets", r.Secret)
+	}
+	want := `maintenance.yaml:5: warning: notification instance "mail_ops": mail without auth: pitstop sends only over STARTTLS`
+	if !hasNote(r.Notes, want) {
+		t.Errorf("no note starting with %q in\n%s", want, notesText(r.Notes))
 	}
 }
 

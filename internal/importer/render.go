@@ -17,6 +17,29 @@ type manifest struct {
 	Spec              pitstopv1alpha1.MaintenanceProfileSpec `json:"spec"`
 }
 
+// RenderResult writes the import's Secret, if any, then its profiles, as
+// Render does: the Secret first, so that one kubectl apply creates it
+// before the profiles that read it.
+func RenderResult(r *Result) ([]byte, error) {
+	var out bytes.Buffer
+	if r.Secret != nil {
+		data, err := yaml.Marshal(r.Secret)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(data)
+		if len(r.Profiles) > 0 {
+			out.WriteString("---\n")
+		}
+	}
+	profiles, err := Render(r.Profiles)
+	if err != nil {
+		return nil, err
+	}
+	out.Write(profiles)
+	return out.Bytes(), nil
+}
+
 // Render writes profiles as YAML documents separated by "---", as kubectl
 // apply reads them. Fields are written as the API's JSON names them, in
 // the order sigs.k8s.io/yaml writes them (sorted).

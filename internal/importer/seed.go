@@ -16,7 +16,7 @@ import (
 type seedConfig struct {
 	checks   []*checkDef
 	triggers []*triggerDef
-	notifies []*instance
+	notifies []*notifyDef
 	profiles []*profileDef
 }
 
@@ -111,12 +111,10 @@ func (c *converter) parseInstances(n *yaml.Node, s *seedConfig) {
 			s.triggers = append(s.triggers, c.triggerInstance(inst, cfg))
 		}
 	}
-	c.uniqueTriggerNames(s.triggers)
 	items, _ = c.items(kinds["notify"].value, "instances.notify")
 	for _, item := range items {
-		if inst, _, ok := c.instance(item, "notification", false, "name", "type", "config", "schedule"); ok {
-			c.warnf(inst.node, "%s (%s) is not imported: its hook, token or password would have to move into a Secret labelled %s=true; add it to the profile by hand (docs/profiles.md, Notifications)", inst.what(), inst.typ, pitstopv1alpha1.LabelUsableByProfiles)
-			s.notifies = append(s.notifies, inst)
+		if inst, cfg, ok := c.instance(item, "notification", false, "name", "type", "config", "schedule"); ok {
+			s.notifies = append(s.notifies, c.notifyInstance(inst, cfg, valueOf(item, "schedule")))
 		}
 	}
 	checks := make([]*instance, len(s.checks))
@@ -127,15 +125,21 @@ func (c *converter) parseInstances(n *yaml.Node, s *seedConfig) {
 	for i, d := range s.triggers {
 		triggers[i] = &d.instance
 	}
-	for _, list := range [][]*instance{checks, triggers, s.notifies} {
+	notifies := make([]*instance, len(s.notifies))
+	for i, d := range s.notifies {
+		notifies[i] = &d.instance
+	}
+	for _, list := range [][]*instance{checks, triggers, notifies} {
 		c.uniqueNames(list)
 	}
+	c.uniqueMappedNames(triggers)
+	c.uniqueMappedNames(notifies)
 }
 
 // instance reads the fields every instance has, expanding environment
-// variables in all of it when imported is set. Notification instances are
-// dropped, so only their name and type are expanded: their secrets need
-// not be set for an import.
+// variables in all of it when imported is set; otherwise only in its name
+// and type (a notification expands the rest itself: its secrets need not
+// be set when they come from an existing Secret).
 func (c *converter) instance(n *yaml.Node, kind string, imported bool, known ...string) (*instance, *yaml.Node, bool) {
 	what := kind + " instance"
 	// An unknown field is reported, and the instance read all the same,

@@ -92,17 +92,18 @@ func triggerName(seed string) string {
 	return name
 }
 
-// uniqueTriggerNames refuses two seed triggers that triggerName maps to
-// one pitstop name (reboot-ok and reboot_ok).
-func (c *converter) uniqueTriggerNames(list []*triggerDef) {
-	seen := map[string]*triggerDef{}
-	for _, d := range list {
-		prev, dup := seen[d.spec.Name]
+// uniqueMappedNames refuses two seed triggers, or two notifications, that
+// triggerName maps to one pitstop name (reboot-ok and reboot_ok).
+func (c *converter) uniqueMappedNames(list []*instance) {
+	seen := map[string]*instance{}
+	for _, inst := range list {
+		mapped := triggerName(inst.name)
+		prev, dup := seen[mapped]
 		switch {
 		case !dup:
-			seen[d.spec.Name] = d
-		case prev.name != d.name: // the same name twice is reported by uniqueNames
-			c.errorf(d.node, "%s and %q (line %d) would both be named %s in pitstop: rename one", d.what(), prev.name, prev.node.Line, d.spec.Name)
+			seen[mapped] = inst
+		case prev.name != inst.name: // the same name twice is reported by uniqueNames
+			c.errorf(inst.node, "%s and %q (line %d) would both be named %s in pitstop: rename one", inst.what(), prev.name, prev.node.Line, mapped)
 		}
 	}
 }
