@@ -211,8 +211,9 @@ type ClusterSemverCheck struct {
 // AffinityCheck passes for nodes none of whose pods prefer operational
 // nodes, so those go first.
 type AffinityCheck struct {
-	// MinOperational keeps the check passing once fewer than this many
-	// nodes remain operational.
+	// MinOperational makes the check pass, whatever the pods, while at
+	// least this many nodes of the profile are operational (as the
+	// maintenance-controller's affinity check does); 0 always orders.
 	// +optional
 	MinOperational int32 `json:"minOperational,omitempty"`
 }

@@ -204,11 +204,7 @@ func convertClusterSemver(p *pluginConfig, d *checkDef) {
 }
 
 func convertAffinity(p *pluginConfig, d *checkDef) {
-	a := &pitstopv1alpha1.AffinityCheck{MinOperational: p.int32("minOperational", false)}
-	if a.MinOperational > 0 {
-		p.warnf("minOperational", "minOperational is the inverse in pitstop: the seed's check passes while at least %d nodes are operational, pitstop's once fewer than %d are", a.MinOperational, a.MinOperational)
-	}
-	d.spec.Affinity = a
+	d.spec.Affinity = &pitstopv1alpha1.AffinityCheck{MinOperational: p.int32("minOperational", false)}
 }
 
 func convertNodeCount(p *pluginConfig, d *checkDef) {

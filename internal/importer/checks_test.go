@@ -110,6 +110,12 @@ func TestCheckConversion(t *testing.T) {
 			want:   pitstopv1alpha1.CheckInstance{Affinity: &pitstopv1alpha1.AffinityCheck{}},
 		},
 		{
+			name:   "copies affinity's minOperational, which means what it meant in the seed",
+			typ:    "affinity",
+			config: []string{"minOperational: 3"},
+			want:   pitstopv1alpha1.CheckInstance{Affinity: &pitstopv1alpha1.AffinityCheck{MinOperational: 3}},
+		},
+		{
 			name:   "reads a boolean written the YAML 1.1 way",
 			typ:    "clusterSemver",
 			config: []string{"key: version", "profileScoped: yes"},

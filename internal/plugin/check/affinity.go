@@ -28,10 +28,10 @@ var operationalAffinityKeys = []string{pitstopv1alpha1.LabelSeedState, pitstopv1
 // It only orders, never blocks for good: a node with such pods fails only
 // while another maintenance-required node of the profile has none, and
 // passes once every maintenance-required node has some (the seed's rule).
-// With minOperational set it passes, whatever the pods, once fewer than
-// minOperational nodes of the profile remain operational, as the API field
-// documents. (The seed's minOperational is the inverse: it passes while at
-// least that many remain operational.)
+// With minOperational set it passes, whatever the pods, while at least
+// minOperational nodes of the profile are operational, as the seed's does:
+// the pods that prefer operational nodes have enough of them, so the order
+// does not matter.
 type affinity struct {
 	minOperational int
 }
@@ -57,8 +57,8 @@ func (a *affinity) Evaluate(_ context.Context, c Context) (Result, error) {
 				operational++
 			}
 		}
-		if operational < a.minOperational {
-			return Result{Passed: true, Reason: fmt.Sprintf("%d nodes operational, fewer than minOperational %d", operational, a.minOperational)}, nil
+		if operational >= a.minOperational {
+			return Result{Passed: true, Reason: fmt.Sprintf("%d nodes operational, at least minOperational %d", operational, a.minOperational)}, nil
 		}
 	}
 	if !prefersOperational(c.Cluster.PodsOn(c.Node.Name)) {

@@ -88,12 +88,12 @@ func TestAffinity(t *testing.T) {
 			inst: affinity(0), ctx: on(fresh().withPods("n1", completed).withPods("n2", plain), "n1"),
 			want: Result{Passed: true, Reason: "no pod on the node prefers operational nodes"},
 		},
-		"passes once fewer than minOperational nodes remain operational": {
-			inst: affinity(3), ctx: on(fresh().withPods("n1", critical), "n1"),
-			want: Result{Passed: true, Reason: "2 nodes operational, fewer than minOperational 3"},
-		},
-		"orders nodes while at least minOperational nodes are operational": {
+		"passes while at least minOperational nodes are operational, as the seed's": {
 			inst: affinity(2), ctx: on(fresh().withPods("n1", critical), "n1"),
+			want: Result{Passed: true, Reason: "2 nodes operational, at least minOperational 2"},
+		},
+		"orders nodes once fewer than minOperational nodes are operational": {
+			inst: affinity(3), ctx: on(fresh().withPods("n1", critical), "n1"),
 			want: Result{Reason: "pods prefer operational nodes here; waiting nodes without such pods go first: n2"},
 		},
 	})
