@@ -225,8 +225,9 @@ type NodeCountCheck struct {
 }
 
 // PrometheusInstantCheck is a health gate: a PromQL instant query whose one
-// value is compared with a threshold.
+// value is compared with a threshold, or judged by an expression.
 // +kubebuilder:validation:XValidation:rule="!(has(self.bearerToken) && has(self.basicAuth))",message="set at most one of bearerToken and basicAuth"
+// +kubebuilder:validation:XValidation:rule="has(self.expr) ? !has(self.operator) && !has(self.threshold) : has(self.operator) && has(self.threshold)",message="set either expr, or operator and threshold"
 type PrometheusInstantCheck struct {
 	// URL of the Prometheus server (its HTTP API root).
 	// +kubebuilder:validation:Pattern=`^https?://`
@@ -236,9 +237,19 @@ type PrometheusInstantCheck struct {
 	Query string `json:"query"`
 	// Operator compares the value with Threshold.
 	// +kubebuilder:validation:Enum="<";"<=";"==";"!=";">=";">"
-	Operator string `json:"operator"`
+	// +optional
+	Operator string `json:"operator,omitempty"`
 	// Threshold is the number the value is compared with.
-	Threshold string `json:"threshold"`
+	// +optional
+	Threshold string `json:"threshold,omitempty"`
+	// Expr, instead of Operator and Threshold, is a CEL expression over
+	// value (the query's sample, a double) that passes when true, for what
+	// one comparison cannot say: "value >= 1 && value < 5". Every number
+	// in it is a double (1 is 1.0), as in the maintenance-controller's.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Expr string `json:"expr,omitempty"`
 	// BearerToken is the Secret key holding a token sent with each query
 	// as "Authorization: Bearer <token>". At most one of BearerToken and
 	// BasicAuth is set.

@@ -216,7 +216,14 @@ func convertPrometheusInstant(p *pluginConfig, d *checkDef) {
 	if expr := p.str("expr", true); expr != "" {
 		var err error
 		if pi.Operator, pi.Threshold, err = parseExpr(expr); err != nil {
-			p.errorf("expr", "%v", err)
+			// Anything else is kept as written: pitstop reads it as CEL,
+			// whose syntax for comparisons, &&, ||, !, arithmetic,
+			// parentheses and ?: is gval's, every number a double as in
+			// gval. What CEL does not read is an error.
+			pi.Operator, pi.Threshold, pi.Expr = "", "", expr
+			if _, err := check.CompileValueExpr(expr); err != nil {
+				p.errorf("expr", "%q: %v", expr, err)
+			}
 		}
 	}
 	d.spec.PrometheusInstant = pi

@@ -110,6 +110,14 @@ func TestCheckConversion(t *testing.T) {
 			want:   pitstopv1alpha1.CheckInstance{Affinity: &pitstopv1alpha1.AffinityCheck{}},
 		},
 		{
+			name:   "keeps any other prometheusInstant expr as a CEL expression",
+			typ:    "prometheusInstant",
+			config: []string{"url: https://prometheus:9090", "query: up", "expr: value > 0 && value / 1024 < 2"},
+			want: pitstopv1alpha1.CheckInstance{PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+				URL: "https://prometheus:9090", Query: "up", Expr: "value > 0 && value / 1024 < 2",
+			}},
+		},
+		{
 			name:   "copies affinity's minOperational, which means what it meant in the seed",
 			typ:    "affinity",
 			config: []string{"minOperational: 3"},

@@ -128,6 +128,20 @@ func TestNew(t *testing.T) {
 			inst:    prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) { p.Threshold = "NaN" }),
 			wantErr: `prometheusInstant.threshold: "NaN" is not a number`,
 		},
+		"refuses an expression that is not a boolean": {
+			inst: prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) {
+				p.Operator, p.Threshold, p.Expr = "", "", "value * 2.0"
+			}),
+			wantErr: `prometheusInstant.expr: the expression is a double, not a boolean`,
+		},
+		"refuses an expression naming something but value": {
+			inst:    prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) { p.Operator, p.Threshold, p.Expr = "", "", "valu > 1" }),
+			wantErr: `prometheusInstant.expr: 1:1: undeclared reference to 'valu'`,
+		},
+		"refuses an expression beside an operator": {
+			inst:    prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) { p.Expr = "value > 1" }),
+			wantErr: `prometheusInstant.expr: set either expr, or operator and threshold`,
+		},
 		"refuses an unknown operator": {
 			inst:    prom(func(p *pitstopv1alpha1.PrometheusInstantCheck) { p.Operator = "=~" }),
 			wantErr: `prometheusInstant.operator: "=~" is not one of <, <=, ==, !=, >=, >`,

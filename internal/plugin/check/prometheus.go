@@ -29,6 +29,8 @@ type prometheusInstant struct {
 	url, query string
 	operator   string
 	threshold  float64
+	// expr, when set, decides instead of operator and threshold.
+	expr       *ValueExpr
 	prometheus Prometheus
 	// auth reads the credentials each query sends; nil sends none.
 	auth *auth
@@ -64,18 +66,27 @@ func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, deps Deps
 	if cfg.Query == "" {
 		return nil, errors.New("query: must not be empty")
 	}
-	if _, ok := comparisons[cfg.Operator]; !ok {
-		return nil, fmt.Errorf("operator: %q is not one of <, <=, ==, !=, >=, >", cfg.Operator)
+	p := &prometheusInstant{url: cfg.URL, query: cfg.Query, prometheus: deps.Prometheus}
+	switch {
+	case cfg.Expr != "" && (cfg.Operator != "" || cfg.Threshold != ""):
+		return nil, errors.New("expr: set either expr, or operator and threshold")
+	case cfg.Expr != "":
+		if p.expr, err = CompileValueExpr(cfg.Expr); err != nil {
+			return nil, fmt.Errorf("expr: %w", err)
+		}
+	default:
+		if _, ok := comparisons[cfg.Operator]; !ok {
+			return nil, fmt.Errorf("operator: %q is not one of <, <=, ==, !=, >=, >", cfg.Operator)
+		}
+		p.operator = cfg.Operator
+		if p.threshold, err = strconv.ParseFloat(cfg.Threshold, 64); err != nil || math.IsNaN(p.threshold) {
+			return nil, fmt.Errorf("threshold: %q is not a number", cfg.Threshold)
+		}
 	}
-	threshold, err := strconv.ParseFloat(cfg.Threshold, 64)
-	if err != nil || math.IsNaN(threshold) {
-		return nil, fmt.Errorf("threshold: %q is not a number", cfg.Threshold)
-	}
-	a, err := newAuth(cfg, deps)
-	if err != nil {
+	if p.auth, err = newAuth(cfg, deps); err != nil {
 		return nil, err
 	}
-	return &prometheusInstant{url: cfg.URL, query: cfg.Query, operator: cfg.Operator, threshold: threshold, prometheus: deps.Prometheus, auth: a}, nil
+	return p, nil
 }
 
 // Evaluate implements Check.
@@ -92,6 +103,16 @@ func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, er
 		return Result{}, fmt.Errorf("querying %s: %w", p.url, creds.redact(err))
 	}
 	got := strconv.FormatFloat(v, 'g', -1, 64)
+	if p.expr != nil {
+		ok, err := p.expr.Eval(v)
+		switch {
+		case err != nil:
+			return Result{}, err
+		case !ok:
+			return Result{Reason: fmt.Sprintf("%s is %s, want %s", p.query, got, p.expr)}, nil
+		}
+		return Result{Passed: true, Reason: fmt.Sprintf("%s is %s, %s", p.query, got, p.expr)}, nil
+	}
 	want := p.operator + " " + strconv.FormatFloat(p.threshold, 'g', -1, 64)
 	if !comparisons[p.operator](v, p.threshold) {
 		return Result{Reason: fmt.Sprintf("%s is %s, want %s", p.query, got, want)}, nil

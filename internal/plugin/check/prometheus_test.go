@@ -73,6 +73,38 @@ func TestPrometheusInstant(t *testing.T) {
 	}
 }
 
+// TestPrometheusInstantExpr judges the value with a CEL expression: a
+// range, integers beside the double value, arithmetic on doubles.
+func TestPrometheusInstantExpr(t *testing.T) {
+	n := node("n1")
+	for _, tc := range []struct {
+		expr  string
+		value float64
+		want  Result
+	}{
+		{"value >= 1 && value < 5", 3, Result{Passed: true, Reason: "up is 3, value >= 1 && value < 5"}},
+		{"value >= 1 && value < 5", 5, Result{Reason: "up is 5, want value >= 1 && value < 5"}},
+		{"value == 0 || value > 10", 0, Result{Passed: true, Reason: "up is 0, value == 0 || value > 10"}},
+		{"value / 1024 > 2", 1024, Result{Reason: "up is 1024, want value / 1024 > 2"}},
+		{"value / 1024 >= 1", 1024, Result{Passed: true, Reason: "up is 1024, value / 1024 >= 1"}},
+		{"value > 1 ? value < 3 : false", 2, Result{Passed: true, Reason: "up is 2, value > 1 ? value < 3 : false"}},
+	} {
+		t.Run(fmt.Sprintf("%s at %g", tc.expr, tc.value), func(t *testing.T) {
+			c, err := New(pitstopv1alpha1.CheckInstance{PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+				URL: "http://prometheus:9090", Query: "up", Expr: tc.expr,
+			}}, Deps{Prometheus: fixedPrometheus{tc.value, nil}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Evaluate(context.Background(), Context{Node: &n, Now: noon})
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertResult(t, got, tc.want)
+		})
+	}
+}
+
 // TestPrometheusClient runs the checks against a real Prometheus that
 // scrapes a target served by the test.
 func TestPrometheusClient(t *testing.T) {
