@@ -291,7 +291,7 @@ type FreezePeriod struct {
 }
 
 // TriggerInstance is a named trigger: exactly one plugin field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.drain), has(self.restore), has(self.replaceMachine), has(self.rebootInstance)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.cordon), has(self.drain), has(self.restore), has(self.replaceMachine), has(self.rebootInstance)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type TriggerInstance struct {
 	// Name is how transitions refer to the trigger: letters, digits and _.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
@@ -307,6 +307,11 @@ type TriggerInstance struct {
 	// AlterFinalizer adds or removes a node finalizer.
 	// +optional
 	AlterFinalizer *AlterFinalizerTrigger `json:"alterFinalizer,omitempty"`
+	// Cordon cordons the node without draining it: it creates the node's
+	// NodeMaintenance with the drain skipped and waits until the node is
+	// cordoned. A later drain trigger drains it; restore uncordons it.
+	// +optional
+	Cordon *CordonTrigger `json:"cordon,omitempty"`
 	// Drain creates the node's NodeMaintenance and waits until it is Ready.
 	// +optional
 	Drain *DrainTrigger `json:"drain,omitempty"`
@@ -397,6 +402,9 @@ type DrainTrigger struct {
 
 // RestoreTrigger deletes the node's NodeMaintenance.
 type RestoreTrigger struct{}
+
+// CordonTrigger has no settings: `cordon: {}`.
+type CordonTrigger struct{}
 
 // NotificationInstance is a named notification: exactly one plugin field is
 // set, and a schedule says when it is sent. Its texts are Go templates (see

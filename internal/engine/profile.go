@@ -94,7 +94,7 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 	kinds := map[string]string{}
 	for _, t := range p.Spec.Triggers {
 		switch {
-		case t.Drain != nil:
+		case t.Drain != nil, t.Cordon != nil:
 			kinds[t.Name] = "drain"
 		case t.Restore != nil:
 			kinds[t.Name] = "restore"

@@ -229,6 +229,10 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational, "drain")}},
 		}, "spec.states.maintenanceRequired.transitions[0].triggers"},
+		{"a cordon straight back to operational", pitstopv1alpha1.StatesSpec{
+			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required, "cordon")}},
+			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
+		}, "a node drained by trigger cordon (spec.states.operational.transitions[0].triggers[0]) returns to operational here without a restore trigger"},
 		{"no drain at all", pitstopv1alpha1.StatesSpec{
 			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
 			InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
@@ -241,6 +245,7 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 					Checks: []pitstopv1alpha1.CheckInstance{{Name: "needed", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: "reboot-needed"}}},
 					Triggers: []pitstopv1alpha1.TriggerInstance{
 						{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+						{Name: "cordon", Cordon: &pitstopv1alpha1.CordonTrigger{}},
 						{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}},
 						{Name: "mark", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: "mark", Remove: true}},
 					},

@@ -178,10 +178,16 @@ func TestTriggerConversion(t *testing.T) {
 			want:   pitstopv1alpha1.TriggerInstance{AlterFinalizer: &pitstopv1alpha1.AlterFinalizerTrigger{Key: "example.com/hold"}},
 		},
 		{
-			name:   "makes an eviction that drains a drain trigger",
+			name:   "makes an eviction that drains a drain trigger that evicts pods no controller owns, as the seed's",
 			typ:    "eviction",
 			config: []string{"action: drain", "forceEviction: true", "deletionTimeout: 5m"},
-			want:   pitstopv1alpha1.TriggerInstance{Drain: &pitstopv1alpha1.DrainTrigger{}},
+			want:   pitstopv1alpha1.TriggerInstance{Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete}}},
+		},
+		{
+			name:   "makes an eviction that cordons a cordon trigger",
+			typ:    "eviction",
+			config: []string{"action: cordon"},
+			want:   pitstopv1alpha1.TriggerInstance{Cordon: &pitstopv1alpha1.CordonTrigger{}},
 		},
 		{
 			name:   "makes an eviction that uncordons a restore trigger",

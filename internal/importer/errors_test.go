@@ -92,11 +92,6 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:3: check instance "c": unknown plugin type "hasLable"`,
 		},
 		{
-			name: "an eviction that only cordons, saying why",
-			data: oneTrigger("eviction", "action: cordon"),
-			want: `maintenance.yaml:6: trigger instance "t": action: "cordon" is not supported: pitstop has no trigger that only cordons`,
-		},
-		{
 			name: "an eviction action the seed does not have",
 			data: oneTrigger("eviction", "action: evict"),
 			want: `maintenance.yaml:6: trigger instance "t": action: "evict" is not one of drain, cordon or uncordon`,

@@ -121,19 +121,20 @@ func alter(p *pluginConfig) *pitstopv1alpha1.AlterTrigger {
 }
 
 // convertEviction maps the seed's eviction actions onto pitstop's
-// NodeMaintenance triggers: drain creates one (it cordons, then drains),
-// uncordon deletes it (which uncordons). pitstop has no trigger that only
-// cordons.
+// NodeMaintenance triggers: cordon creates the node's NodeMaintenance with
+// the drain skipped, drain creates it or drains the cordoned node (it
+// cordons, then evicts every pod but DaemonSet and mirror pods, as the
+// seed's does: pods no controller owns too), uncordon deletes it (which
+// uncordons).
 func convertEviction(p *pluginConfig, d *triggerDef) {
 	switch action := p.str("action", true); action {
 	case "drain":
-		d.spec.Drain = &pitstopv1alpha1.DrainTrigger{}
-		p.c.warnf(p.node("action"), "%s: pitstop's drain leaves pods that no controller owns in place and waits for them (drain.unmanagedPods: Block), where the seed evicted them; set drain.unmanagedPods: Delete to keep the seed's behaviour", p.what)
+		d.spec.Drain = &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete}}
 	case "uncordon":
 		d.spec.Restore = &pitstopv1alpha1.RestoreTrigger{}
 		p.c.notef(p.node("action"), "%s: uncordon becomes restore: it deletes the node's NodeMaintenance, which uncordons the node", p.what)
 	case "cordon":
-		p.errorf("action", "\"cordon\" is not supported: pitstop has no trigger that only cordons; its drain trigger cordons the node before it evicts, so a cordon followed by a drain can be dropped")
+		d.spec.Cordon = &pitstopv1alpha1.CordonTrigger{}
 	case "":
 	default:
 		p.errorf("action", "%q is not one of drain, cordon or uncordon", action)

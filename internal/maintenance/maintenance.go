@@ -70,6 +70,15 @@ func NewForProfile(node, profile string, drain pitstopv1alpha1.DrainSpec) *pitst
 	}
 }
 
+// NewCordonForProfile is the NodeMaintenance a profile's cordon trigger
+// creates: the drain trigger's, with the drain skipped
+// (AnnotationExcludeNodeDraining), which a drain trigger takes off.
+func NewCordonForProfile(node, profile string) *pitstopv1alpha1.NodeMaintenance {
+	nm := NewForProfile(node, profile, pitstopv1alpha1.DrainSpec{})
+	nm.Annotations = map[string]string{pitstopv1alpha1.AnnotationExcludeNodeDraining: "cordon trigger"}
+	return nm
+}
+
 // Progress says whether nm's node is cordoned and drained (Ready) and, if
 // not, what it waits for; a failed maintenance is an error.
 func Progress(nm *pitstopv1alpha1.NodeMaintenance) (done bool, status string, err error) {

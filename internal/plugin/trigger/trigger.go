@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -78,6 +79,8 @@ func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
 			return nil, err
 		}
 		return finalizer{spec: *inst.AlterFinalizer}, nil
+	case inst.Cordon != nil:
+		return cordonTrigger{}, nil
 	case inst.Drain != nil:
 		return drainTrigger{spec: *inst.Drain}, nil
 	case inst.Restore != nil:
@@ -174,7 +177,70 @@ func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 	if !nm.DeletionTimestamp.IsZero() {
 		return false, maintenance.Going(nm), nil
 	}
+	if _, cordonOnly := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]; cordonOnly && nm.Labels[pitstopv1alpha1.LabelProfile] != "" {
+		// A cordon trigger's: it drains from now on, as this trigger says.
+		before := nm.DeepCopy()
+		delete(nm.Annotations, pitstopv1alpha1.AnnotationExcludeNodeDraining)
+		nm.Spec.Drain = d.spec.Drain
+		if err := c.Client.Patch(ctx, nm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return false, "", fmt.Errorf("draining the cordoned node through NodeMaintenance %s: %w", nm.Name, err)
+		}
+		return false, "NodeMaintenance " + nm.Name + " drains the cordoned node", nil
+	}
+	if drainSkippedBefore(nm, c.Node) {
+		return false, "waiting for NodeMaintenance " + nm.Name + " to drain the cordoned node", nil
+	}
 	return maintenance.Progress(nm)
+}
+
+// drainSkippedBefore says nm's status still reports the drain a cordon
+// trigger skipped, though nothing asks to skip it any more: the
+// NodeMaintenance controller has not seen the change yet, and its Ready is
+// the cordon's, not the drain's.
+func drainSkippedBefore(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) bool {
+	c := meta.FindStatusCondition(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained)
+	_, onNM := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]
+	_, onNode := node.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]
+	return c != nil && c.Reason == pitstopv1alpha1.ReasonDrainSkipped && !onNM && !onNode
+}
+
+// cordonTrigger creates the node's NodeMaintenance with the drain skipped
+// and is done once it is Ready (cordoned). A NodeMaintenance that exists
+// already (a drain's, a user's) cordons the node too: the trigger waits for
+// it to be Ready, and changes nothing.
+type cordonTrigger struct{}
+
+func (cordonTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	err := c.Client.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(c.Node.Name)}, nm)
+	if apierrors.IsNotFound(err) {
+		nm = maintenance.NewCordonForProfile(c.Node.Name, c.Profile)
+		if err := c.Client.Create(ctx, nm); err != nil {
+			return false, "", fmt.Errorf("creating NodeMaintenance %s: %w", nm.Name, err)
+		}
+		return false, "NodeMaintenance " + nm.Name + " created to cordon the node", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading NodeMaintenance %s: %w", maintenance.ForProfile(c.Node.Name), err)
+	}
+	if !nm.DeletionTimestamp.IsZero() {
+		return false, maintenance.Going(nm), nil
+	}
+	return maintenance.Progress(nm)
+}
+
+// Waiting implements Observer: the cordon while the NodeMaintenance is
+// not Ready, as in Run.
+func (cordonTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, _ pitstopv1alpha1.MaintenanceState) (string, error) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	if !nm.DeletionTimestamp.IsZero() {
+		return maintenance.Going(nm), nil
+	}
+	_, status, err := maintenance.Progress(nm)
+	return status, err
 }
 
 // restoreTrigger deletes the NodeMaintenance a profile created and is done
@@ -221,6 +287,9 @@ func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node *c
 	}
 	if !nm.DeletionTimestamp.IsZero() {
 		return maintenance.Going(nm), nil
+	}
+	if _, cordonOnly := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]; (cordonOnly && nm.Labels[pitstopv1alpha1.LabelProfile] != "") || drainSkippedBefore(nm, node) {
+		return "waiting for NodeMaintenance " + nm.Name + " to drain the cordoned node", nil
 	}
 	_, status, err := maintenance.Progress(nm)
 	return status, err
