@@ -142,6 +142,14 @@ type StaggerCheck struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Parallel int32 `json:"parallel,omitempty"`
+	// Group shares the slots with every stagger check, of any profile,
+	// that names the same group: their nodes' entries are spaced out
+	// together (as the maintenance-controller's stagger checks that name
+	// one Lease are). Without it the slots are this check's own.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Group string `json:"group,omitempty"`
 }
 
 // TimeWindowCheck is a weekly window in a time zone. A window whose end is

@@ -47,7 +47,14 @@ type Key struct {
 func (k Key) id() string {
 	h := fnv.New32a()
 	h.Write([]byte(k.Name + "\x00" + k.Group))
-	name := strings.ToLower(k.Name)
+	// The hash tells budgets apart; the readable part is cut, and keeps
+	// only what a Lease name and a label value both allow.
+	name := strings.Map(func(r rune) rune {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') || r == '-' || r == '.' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(k.Name))
 	if len(name) > 40 {
 		name = name[:40]
 	}

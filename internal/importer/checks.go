@@ -152,15 +152,15 @@ func convertStagger(p *pluginConfig, d *checkDef) {
 			p.errorf("parallel", "must be at least 1, got %d", s.Parallel)
 		}
 	}
-	var dropped []string
-	for _, key := range []string{"leaseName", "leaseNamespace"} {
-		if p.has(key) {
-			dropped = append(dropped, key)
+	// The seed's stagger checks that name one Lease stagger together,
+	// whichever profile uses them: pitstop's that name one group do.
+	if lease := p.str("leaseName", false); lease != "" {
+		ns := p.str("leaseNamespace", false)
+		s.Group = strings.Trim(seedLeaseName.ReplaceAllString(strings.ToLower(ns+"-"+lease), "-"), "-.")
+		if len(s.Group) > 63 {
+			s.Group = strings.TrimRight(s.Group[:63], "-")
 		}
-	}
-	if len(dropped) > 0 {
-		p.warnf(dropped[0], "%s dropped: pitstop staggers by the times this profile's nodes entered in-maintenance, without Leases, so a Lease shared with other profiles no longer staggers across them (the seed's Leases can be deleted)",
-			strings.Join(dropped, " and ")+plural(len(dropped), " are", " is"))
+		p.notef("leaseName", "staggers with every stagger check naming the Lease %s/%s, as group %s (pitstop keeps its own slot Leases; the seed's can be deleted)", ns, lease, s.Group)
 	}
 	d.spec.Stagger = s
 }

@@ -82,10 +82,10 @@ func TestCheckConversion(t *testing.T) {
 			want:   pitstopv1alpha1.CheckInstance{MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: 1, GroupBy: "topology.kubernetes.io/zone"}},
 		},
 		{
-			name:   "leaves stagger's parallel to the API default when not given",
+			name:   "leaves stagger's parallel to the API default when not given, and groups by the Lease",
 			typ:    "stagger",
-			config: []string{"duration: 1h", "leaseName: l", "leaseNamespace: kube-system"},
-			want:   pitstopv1alpha1.CheckInstance{Stagger: &pitstopv1alpha1.StaggerCheck{Duration: duration(time.Hour)}},
+			config: []string{"duration: 1h", "leaseName: Patch_L", "leaseNamespace: kube-system"},
+			want:   pitstopv1alpha1.CheckInstance{Stagger: &pitstopv1alpha1.StaggerCheck{Duration: duration(time.Hour), Group: "kube-system-patch-l"}},
 		},
 		{
 			name:   "writes times with two digits and long weekday names short, in UTC",

@@ -14,6 +14,11 @@ import (
 // against it.
 const AllProfilesBudget = "all-profiles"
 
+// StaggerGroupBudget starts the name of a stagger group's budget, shared
+// by the stagger checks of every profile that name the group. A profile
+// name cannot hold a colon, so it never names a profile's own budget.
+const StaggerGroupBudget = "stagger-group:"
+
 // SlotBudget is the budget through which a budget check admits nodes into
 // maintenance: Size slot Leases under Key, one per node let in.
 type SlotBudget struct {
@@ -36,7 +41,11 @@ func BudgetOf(profile string, inst pitstopv1alpha1.CheckInstance, node *corev1.N
 		return SlotBudget{Key: MaxMaintenanceKey(profile, m, node.Labels[m.GroupBy]), Size: int(m.Max), MaxMaintenance: m}, true
 	case inst.Stagger != nil:
 		s := inst.Stagger
-		return SlotBudget{Key: budget.Key{Name: profile + "-stagger-" + inst.Name}, Size: int(max(s.Parallel, 1)), Lasts: s.Duration.Duration}, true
+		key := budget.Key{Name: profile + "-stagger-" + inst.Name}
+		if s.Group != "" {
+			key.Name = StaggerGroupBudget + s.Group // shared by every profile that names it
+		}
+		return SlotBudget{Key: key, Size: int(max(s.Parallel, 1)), Lasts: s.Duration.Duration}, true
 	}
 	return SlotBudget{}, false
 }

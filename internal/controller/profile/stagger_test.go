@@ -1,0 +1,57 @@
+package profile_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/testutil"
+	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
+)
+
+// TestAStaggerGroupSpacesOutEntriesAcrossProfiles: two profiles whose
+// stagger checks name one group let one node in between them, as the
+// maintenance-controller's stagger checks naming one Lease do; a profile
+// with a stagger of its own is not held back by them.
+func TestAStaggerGroupSpacesOutEntriesAcrossProfiles(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	staggered := func(name, group string) *pitstopv1alpha1.MaintenanceProfile {
+		p := rollingProfile(name, name, 5)
+		p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "spaced",
+			Stagger: &pitstopv1alpha1.StaggerCheck{Duration: pitstopv1alpha1.Duration{Duration: time.Hour}, Parallel: 1, Group: group}})
+		p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && spaced"
+		return p
+	}
+	testutil.Create(t, env.Client, staggered("stagger-a", "shared"), staggered("stagger-b", "shared"), staggered("stagger-c", ""))
+	for _, pool := range []string{"stagger-a", "stagger-b", "stagger-c"} {
+		testutil.Create(t, env.Client, testutil.Node(pool+"-0", testutil.WithLabels(map[string]string{"pool": pool})))
+		annotateNode(t, pool+"-0", "reboot-needed", `"true"`)
+	}
+	awaitNodeState(t, "stagger-c-0", pitstopv1alpha1.StateInMaintenance)
+	var in, waiting []string
+	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		in, waiting = nil, nil
+		for _, n := range []string{"stagger-a-0", "stagger-b-0"} {
+			switch testutil.GetNode(t, env.Client, n).Labels[pitstopv1alpha1.LabelState] {
+			case string(pitstopv1alpha1.StateInMaintenance):
+				in = append(in, n)
+			case string(pitstopv1alpha1.StateMaintenanceRequired):
+				waiting = append(waiting, n)
+			}
+		}
+		if len(in) == 0 || len(in)+len(waiting) < 2 {
+			return fmt.Errorf("in maintenance %v, waiting %v", in, waiting)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	for _, n := range waiting {
+		if got := testutil.GetNode(t, env.Client, n).Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
+			t.Errorf("%s is %s while %v holds the group's one slot, want it waiting", n, got, in)
+		}
+	}
+	if len(in) != 1 {
+		t.Errorf("in maintenance: %v, want one node of the two profiles sharing the stagger group", in)
+	}
+}
