@@ -94,7 +94,13 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 		c.errorf(p.nameNode, "profile %q: not a valid MaintenanceProfile name: %s", p.name, strings.Join(errs, "; "))
 	}
 	if p.name == "default" {
-		c.notef(p.nameNode, "profile \"default\": pitstop has no default profile; it picks only nodes labelled cloud.sap/maintenance-profile=default, or those spec.nodeSelector selects")
+		// The seed gives the profile "default" to every node without the
+		// profile label; pitstop picks those through the selector, and the
+		// nodes labelled "default" by the label, as any profile's.
+		mp.Spec.NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: pitstopv1alpha1.LabelSeedProfile, Operator: metav1.LabelSelectorOpDoesNotExist},
+		}}
+		c.notef(p.nameNode, "profile \"default\" selects the nodes without the label %s, as the seed gives them this profile", pitstopv1alpha1.LabelSeedProfile)
 	}
 	refs := profileRefs{checks: map[string]*checkDef{}, triggers: map[string]*triggerDef{}, notifies: map[string]*notifyDef{}}
 	enter := c.enterTriggers(p, s, refs)

@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // foldFile has enter chains on in-maintenance (line 22) and operational
@@ -269,4 +272,46 @@ func notesText(notes []Note) string {
 		b.WriteString(n.String() + "\n")
 	}
 	return b.String()
+}
+
+// TestTheDefaultProfileSelectsNodesWithoutAProfileLabel: as the seed gives
+// the profile "default" to every node without the profile label, the
+// imported profile "default" selects exactly those (and, by the label,
+// the nodes labelled default).
+func TestTheDefaultProfileSelectsNodesWithoutAProfileLabel(t *testing.T) {
+	data := seedFile(
+		"instances:",
+		"  check:",
+		"  - {type: hasLabel, name: a, config: {key: a}}",
+		"profiles:",
+		"- name: default",
+		"  operational:",
+		"    transitions:",
+		"    - {check: a, next: maintenance-required}",
+	)
+	r, err := Import(data, Options{})
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(r.Profiles[0].Spec.NodeSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		labels labels.Set
+		want   bool
+	}{
+		{labels.Set{}, true},
+		{labels.Set{"topology.kubernetes.io/zone": "a"}, true},
+		{labels.Set{pitstopv1alpha1.LabelSeedProfile: "os-patching"}, false},
+	} {
+		if got := sel.Matches(tc.labels); got != tc.want {
+			t.Errorf("selector %s matches %v: %v, want %v", sel, tc.labels, got, tc.want)
+		}
+	}
+	for _, n := range r.Notes {
+		if n.Warning {
+			t.Errorf("warning %s", n)
+		}
+	}
 }
