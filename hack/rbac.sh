@@ -32,3 +32,4 @@ feature kwok-provider ./internal/machineapi/provider/kwok
 feature medik8s ./internal/controller/medik8s
 feature cloud-events ./internal/controller/machinemaintenance
 feature cluster-api ./internal/capi
+feature smc-compat ./internal/seedmetrics

@@ -35,5 +35,6 @@ The features that are on, each a set of generated roles in files/rbac.
 {{- if .Values.medik8sCompat.enabled }}{{ $f = append $f "medik8s" }}{{ end -}}
 {{- if .Values.cloudEvents.enabled }}{{ $f = append $f "cloud-events" }}{{ end -}}
 {{- if .Values.clusterAPI.enabled }}{{ $f = append $f "cluster-api" }}{{ end -}}
+{{- if .Values.smcCompat.enabled }}{{ $f = append $f "smc-compat" }}{{ end -}}
 {{- toJson $f -}}
 {{- end -}}

@@ -21,6 +21,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/seedmetrics"
 )
 
 // How the engine paces its retries, and the slot sweep.
@@ -37,13 +38,16 @@ type Reconciler struct {
 	client client.Client
 	// seedState: write cloud.sap/maintenance-state too (--smc-compat).
 	seedState bool
-	apiReader client.Reader
-	recorder  events.EventRecorder
-	slots     *budget.Slots
-	admission *admission.Admission
-	clock     clock.PassiveClock
-	profiles  *fleet.Registry
-	records   *fleet.Records
+	// seedMetrics counts the maintenance-controller's metrics
+	// (--smc-compat); nil counts nothing.
+	seedMetrics *seedmetrics.Recorder
+	apiReader   client.Reader
+	recorder    events.EventRecorder
+	slots       *budget.Slots
+	admission   *admission.Admission
+	clock       clock.PassiveClock
+	profiles    *fleet.Registry
+	records     *fleet.Records
 	// written is the engine's own last write of each node, until the
 	// cache shows it.
 	written  *writtenNodes
@@ -189,6 +193,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 		v, err := r.admission.Admit(ctx, admission.Request{Profile: c.Admission(), Transition: t, Node: node, Since: pr.Since.Time, Now: now, Fleet: view})
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "budget").Inc()
+			r.seedMetrics.TransitionFailed(name)
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
 			remember()
 			return stepped{wait: wait}, fmt.Errorf("taking a budget slot: %w", err)
@@ -209,11 +214,17 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 			return stepped{after: shortest(requeue, admission.WaiterRecheck), wait: wait}, nil
 		}
 	}
+	if entering {
+		// The pods on the node now are those the maintenance is likely to
+		// move: counted once per entry, before a drain trigger empties it.
+		r.seedMetrics.Entering(ctx, node.Name, view.PodsOn(node.Name), name, pr.Since.Time)
+	}
 	scratch := want.DeepCopy()
 	for _, tn := range t.Triggers {
 		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Current, Since: pr.Since.Time, Now: now, Namespace: r.namespace, Client: r.client})
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
+			r.seedMetrics.TransitionFailed(name)
 			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)
 			remember()
 			return stepped{wait: wait}, fmt.Errorf("trigger %s: %w", tn, err)
@@ -236,6 +247,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 	// Told only once the move is written: a write that loses a conflict
 	// is retried, and the move must be reported once.
 	p.later(func() {
+		r.seedMetrics.Forget(node.Name, name)
 		transitionsTotal.WithLabelValues(name, string(pr.Current), string(t.Next)).Inc()
 		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, pitstopv1alpha1.EventChangedState, "Transition",
 			"the node is now %s in profile %s (check %q passed)", t.Next, name, t.Expression.String())

@@ -34,6 +34,7 @@ import (
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/seedmetrics"
 )
 
 // Options tune the profile controller.
@@ -73,6 +74,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		decisions: fleet.NewDecisions(),
 		namespace: opts.LeaseNamespace,
 		seedState: opts.SeedStateLabel,
+	}
+	if opts.SeedStateLabel {
+		r.seedMetrics = seedmetrics.New(r.apiReader)
 	}
 	r.admission = admission.New(r.slots, r.client, r.apiReader, r.clock)
 	nodes, err := fleet.InformerNodes(mgr.GetCache())
