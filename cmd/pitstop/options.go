@@ -42,6 +42,7 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", o.HealthAddr, "address of /healthz and /readyz, or 0 to turn them off")
 	fs.StringVar(&o.PprofAddr, "pprof-addr", o.PprofAddr, "address serving Go's runtime profiles at /debug/pprof/ (bind it to localhost), or 0 to turn it off")
 	fs.StringVar(&o.DashboardAddr, "dashboard-addr", o.DashboardAddr, "address of the read-only dashboard and its JSON API (every replica serves it), or 0 to turn it off; on a loopback IP it needs no token (reach it in a cluster with kubectl port-forward), on any other address every request needs a bearer token of a user allowed to get the non-resource URL /pitstop/dashboard")
+	fs.StringSliceVar(&o.DashboardLabels, "dashboard-labels", o.DashboardLabels, "node labels the dashboard's /api/v1/info shows for each node, repeated or comma-separated (the maintenance-controller's dashboard.labelFilter)")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", o.GracefulShutdownTimeout, "how long running work may take to finish after SIGTERM")
 	fs.IntVar(&o.NodeMaintenance.MaxConcurrentReconciles, "node-maintenance-concurrency", o.NodeMaintenance.MaxConcurrentReconciles, "how many NodeMaintenances are worked on at once")
 	fs.IntVar(&o.ProfileConcurrency, "profile-concurrency", o.ProfileConcurrency, "how many nodes the MaintenanceProfile engine evaluates at once")

@@ -65,13 +65,18 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 
 // startDashboard runs pitstop's manager with its dashboard on a free port
 // and returns the dashboard's URL and the manager's requests.
-func startDashboard(t *testing.T) (string, *requestLog) {
+func startDashboard(t *testing.T, tune ...func(*manager.Options)) (string, *requestLog) {
 	t.Helper()
 	log := &requestLog{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(log.wrap)
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
-	clustertest.StartManager(t, cfg, env.Client, clustertest.Options{Tune: func(o *manager.Options) { o.DashboardAddr = addr }})
+	clustertest.StartManager(t, cfg, env.Client, clustertest.Options{Tune: func(o *manager.Options) {
+		o.DashboardAddr = addr
+		for _, f := range tune {
+			f(o)
+		}
+	}})
 	base := "http://" + addr
 	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
 		_, _, err := get(base + "/api/v1/fleet")
@@ -164,9 +169,11 @@ func zonesFleet(t *testing.T, now time.Time) {
 // TestAPI runs the dashboard in the manager against a real API server and
 // reads its JSON API as a script would.
 func TestAPI(t *testing.T) {
-	base, requests := startDashboard(t)
+	base, requests := startDashboard(t, infoLabels)
 	now := time.Now()
 	zonesFleet(t, now)
+
+	t.Run("info: the maintenance-controller's node infos", func(t *testing.T) { checkSeedInfo(t, base) })
 
 	t.Run("fleet: nodes by profile and state, budgets by zone, window and freeze, drains", func(t *testing.T) {
 		var raw map[string]json.RawMessage

@@ -33,6 +33,8 @@ type Handler struct {
 	// clusters lists the Cluster API bridge's workload clusters; nil
 	// without --cluster-api.
 	clusters func(context.Context) ([]capi.ClusterView, error)
+	// labels are the node labels /api/v1/info shows.
+	labels []string
 }
 
 // Clusters is the answer of GET /api/v1/clusters.
@@ -74,6 +76,7 @@ func NewHandler(reader, events client.Reader, evaluator *fleet.Evaluator) *Handl
 	h.mux.HandleFunc("GET /api/v1/nodes/{name}", h.node)
 	h.mux.HandleFunc("GET /api/v1/profiles/{name}", h.profile)
 	h.mux.HandleFunc("GET /api/v1/clusters", h.clusterList)
+	h.mux.HandleFunc("GET /api/v1/info", h.info)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{fmt.Sprintf("no API at %s: the API is GET /api/v1/fleet, /api/v1/nodes/NAME, /api/v1/profiles/NAME and /api/v1/clusters", r.URL.Path)})
 	})

@@ -89,12 +89,34 @@ func (c *converter) parse(data []byte) *seedConfig {
 		c.notef(f.key, "intervals is ignored: pitstop does not poll; it evaluates a node again when the cluster changes or when a check's answer can next change")
 	}
 	if f, ok := top["dashboard"]; ok {
-		c.notef(f.key, "dashboard is ignored: it configures the seed's web view")
+		c.dashboard(f)
 	}
 	s := &seedConfig{}
 	c.parseInstances(top["instances"].value, s)
 	c.parseProfiles(top["profiles"], s)
 	return s
+}
+
+// dashboard reads the seed's dashboard settings: labelFilter names the node
+// labels its /api/v1/info shows, which pitstop's shows with
+// --dashboard-labels.
+func (c *converter) dashboard(f field) {
+	c.expand(f.value)
+	fields, _ := c.fields(f.value, "dashboard", "labelFilter")
+	lf, ok := fields["labelFilter"]
+	if !ok {
+		return
+	}
+	items, _ := c.items(lf.value, "dashboard.labelFilter")
+	var labels []string
+	for i, item := range items {
+		if s, ok := c.text(item, fmt.Sprintf("dashboard.labelFilter[%d]", i)); ok && s != "" {
+			labels = append(labels, s)
+		}
+	}
+	if len(labels) > 0 {
+		c.notef(lf.key, "dashboard.labelFilter: run pitstop with --dashboard-labels=%s (chart: dashboard.labels) so that its /api/v1/info shows these labels", strings.Join(labels, ","))
+	}
 }
 
 func (c *converter) parseInstances(n *yaml.Node, s *seedConfig) {

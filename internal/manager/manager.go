@@ -44,6 +44,9 @@ type Options struct {
 	// IP, every request needs a bearer token of a user allowed to get
 	// dashboard.AccessPath.
 	DashboardAddr string
+	// DashboardLabels are the node labels the dashboard's /api/v1/info
+	// shows (the maintenance-controller's dashboard.labelFilter).
+	DashboardLabels []string
 	// PprofAddr serves Go's runtime profiles at /debug/pprof/; "0" (the
 	// default) turns it off. Bind it to localhost: profiles reveal internals.
 	PprofAddr string
@@ -395,7 +398,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.DashboardAddr != "0" {
-		if err := setupDashboard(mgr, opts.DashboardAddr, profiles, clusters, log); err != nil {
+		if err := setupDashboard(mgr, opts, profiles, clusters, log); err != nil {
 			return nil, err
 		}
 	}
@@ -437,9 +440,11 @@ func metricsOptions(addr string) metricsserver.Options {
 // Events are read from the API server, a node's at a time, so that no
 // informer holds every Event of the cluster. Off a loopback IP, a request
 // needs a bearer token of a user allowed to get dashboard.AccessPath.
-func setupDashboard(mgr ctrl.Manager, addr string, profiles *profile.Reconciler, clusters *capi.Clusters, log logr.Logger) error {
+func setupDashboard(mgr ctrl.Manager, opts Options, profiles *profile.Reconciler, clusters *capi.Clusters, log logr.Logger) error {
+	addr := opts.DashboardAddr
 	log = log.WithName("dashboard")
 	dh := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
+	dh.ShowLabels(opts.DashboardLabels)
 	if clusters != nil {
 		dh.ServeClusters(func(ctx context.Context) ([]capi.ClusterView, error) { return clusters.View(ctx, mgr.GetClient()) })
 	}
