@@ -126,6 +126,13 @@ type MaxMaintenanceCheck struct {
 	// the bound applies per value of it.
 	// +optional
 	GroupBy string `json:"groupBy,omitempty"`
+	// GroupByLabels are more node labels, after GroupBy: the bound applies
+	// per combination of their values (per zone and rack, say).
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MinLength=1
+	// +listType=atomic
+	// +optional
+	GroupByLabels []string `json:"groupByLabels,omitempty"`
 }
 
 // StaggerCheck spaces maintenances out in time.

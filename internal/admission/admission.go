@@ -168,7 +168,7 @@ func (a *Admission) crowded(fleet Fleet, node *corev1.Node, budgets []Budget) (f
 		var others []string
 		for name := range occupied {
 			n, ok := byName[name]
-			if name == node.Name || !ok || (m.GroupBy != "" && n.Labels[m.GroupBy] != node.Labels[m.GroupBy]) {
+			if name == node.Name || !ok || check.GroupOf(m, n.Labels) != check.GroupOf(m, node.Labels) {
 				continue
 			}
 			others = append(others, name)

@@ -166,10 +166,15 @@ func linedUp(b Budget, free, ahead int) string {
 }
 
 func groupScope(m *pitstopv1alpha1.MaxMaintenanceCheck, node *corev1.Node) string {
-	if m.GroupBy == "" {
+	keys := check.GroupLabels(m)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%q", k, node.Labels[k])
+	}
+	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" with %s=%q", m.GroupBy, node.Labels[m.GroupBy])
+	return " with " + strings.Join(parts, ", ")
 }
 
 // Use is how full one budget check of a profile is.
@@ -187,16 +192,16 @@ func Used(ctx context.Context, slots *budget.Slots, p Profile, keys []budget.Key
 	var out []Use
 	for _, inst := range p.Spec.Spec.Checks {
 		// A node without labels stands for every node but the group: its
-		// key is the budget's name, with the groupBy label and no value.
+		// key is the budget's name, with the group labels and no values.
 		b, ok := BudgetOf(p, inst.Name, &corev1.Node{}, now)
 		if !ok {
 			continue
 		}
 		groups := []budget.Key{b.Key}
-		if m := b.MaxMaintenance; m != nil && m.GroupBy != "" {
+		if m := b.MaxMaintenance; m != nil && len(check.GroupLabels(m)) > 0 {
 			groups = groups[:0]
 			for _, k := range keys {
-				if k.Name == b.Key.Name && strings.HasPrefix(k.Group, b.Key.Group) { // "zone=" starts every zone's
+				if k.Name == b.Key.Name && check.InGroups(m, k.Group) {
 					groups = append(groups, k)
 				}
 			}

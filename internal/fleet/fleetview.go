@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +75,8 @@ type Budget struct {
 	// otherwise every node in maintenance for any profile counts.
 	ProfileScoped bool `json:"profileScoped"`
 	// GroupBy is the label that splits the budget into groups, and Group
-	// the value of this entry ("" for nodes without the label).
+	// the value of this entry ("" for nodes without the label); with
+	// several labels, GroupBy lists them and Group is "label=value,...".
 	GroupBy string `json:"groupBy,omitempty"`
 	Group   string `json:"group,omitempty"`
 	Used    int    `json:"used"`
@@ -184,18 +186,26 @@ func (e *Evaluator) profileView(ctx context.Context, view *Cluster, p *pitstopv1
 // budgets counts a maxMaintenance check's budget in each group the
 // profile's nodes are in, as the check counts it.
 func budgets(view *Cluster, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck) []Budget {
-	groups := map[string]bool{}
-	if m.GroupBy == "" {
-		groups[""] = true // one budget, even while the profile has no nodes
+	// Each group by its key (check.GroupOf), with what the dashboard shows
+	// of it: the value of the one label, or every label=value.
+	groups := map[string]string{}
+	keys := check.GroupLabels(m)
+	if len(keys) == 0 {
+		groups[""] = "" // one budget, even while the profile has no nodes
 	}
 	members := view.ProfileNodes(profile)
 	for _, n := range members {
-		groups[n.Labels[m.GroupBy]] = true
+		shown := check.GroupOf(m, n.Labels)
+		if len(keys) == 1 {
+			shown = n.Labels[keys[0]]
+		}
+		groups[check.GroupOf(m, n.Labels)] = shown
 	}
+	groupBy := strings.Join(keys, ",")
 	out := make([]Budget, 0, len(groups))
-	for group := range groups {
+	for group, shown := range groups {
 		out = append(out, Budget{
-			Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: m.GroupBy, Group: group, Allowed: int(m.Max),
+			Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: groupBy, Group: shown, Allowed: int(m.Max),
 			Used: check.MaintenanceUsed(view, profile, m, group, ""),
 		})
 	}

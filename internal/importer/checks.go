@@ -122,19 +122,21 @@ func convertCondition(p *pluginConfig, d *checkDef) {
 }
 
 // convertMaxMaintenance maps groupBy and the deprecated groupLabel (which
-// the seed appends to groupBy) to pitstop's one grouping label.
+// the seed appends to groupBy) to pitstop's groupBy and groupByLabels.
 func convertMaxMaintenance(p *pluginConfig, d *checkDef) {
 	m := &pitstopv1alpha1.MaxMaintenanceCheck{Max: p.int32("max", true)}
 	groups := p.list("groupBy", false)
 	if g := p.str("groupLabel", false); g != "" && !slices.Contains(groups, g) {
 		groups = append(groups, g)
 	}
-	switch len(groups) {
-	case 0:
-	case 1:
+	if len(groups) > 0 {
 		m.GroupBy = groups[0]
-	default:
-		p.errorf("groupBy", "pitstop groups by one label, not %d (%s)", len(groups), strings.Join(groups, ", "))
+	}
+	if len(groups) > 1 {
+		m.GroupByLabels = groups[1:]
+	}
+	if len(groups) > 9 {
+		p.errorf("groupBy", "pitstop groups by 9 labels at most, not %d", len(groups))
 	}
 	if p.has("skipAfter") {
 		p.errorf("skipAfter", "is not supported: pitstop counts every node in maintenance, however long it has been there; remove it to import")

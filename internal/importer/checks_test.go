@@ -118,6 +118,14 @@ func TestCheckConversion(t *testing.T) {
 			}},
 		},
 		{
+			name:   "groups a maxMaintenance by several labels, the deprecated groupLabel last",
+			typ:    "maxMaintenance",
+			config: []string{"max: 1", "groupBy: [zone, rack]", "groupLabel: row"},
+			want: pitstopv1alpha1.CheckInstance{MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{
+				Max: 1, GroupBy: "zone", GroupByLabels: []string{"rack", "row"},
+			}},
+		},
+		{
 			name:   "copies affinity's minOperational, which means what it meant in the seed",
 			typ:    "affinity",
 			config: []string{"minOperational: 3"},

@@ -148,16 +148,6 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:7: check instance "c": end: equals the start`,
 		},
 		{
-			name: "a maxMaintenance grouped by two labels",
-			data: oneCheck("maxMaintenance", "max: 1", "groupBy: [zone, rack]"),
-			want: `maintenance.yaml:7: check instance "c": groupBy: pitstop groups by one label, not 2 (zone, rack)`,
-		},
-		{
-			name: "a maxMaintenance grouped by groupBy and the deprecated groupLabel",
-			data: oneCheck("maxMaintenance", "max: 1", "groupBy: [zone]", "groupLabel: rack"),
-			want: `maintenance.yaml:7: check instance "c": groupBy: pitstop groups by one label, not 2 (zone, rack)`,
-		},
-		{
 			name: "a maxMaintenance counting another profile's nodes",
 			data: oneCheck("maxMaintenance", "max: 1", "profile: other"),
 			want: `maintenance.yaml:7: check instance "c": profile: counts the nodes of profile "other", but profile "p" uses it`,

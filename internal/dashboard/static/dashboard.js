@@ -135,7 +135,8 @@ function renderBudgets(budgets) {
   if (!budgets.length) return null;
   return el("div", { class: "budgets" }, el("h3", {}, "Budgets"), table(["Check", "Counts", "Used"], budgets.map((b) => {
     const scope = (b.profileScoped ? "this profile's nodes" : "all nodes") +
-      (b.groupBy ? (b.group ? ", " + b.groupBy + "=" + b.group : ", without label " + b.groupBy) : "");
+      (!b.groupBy ? "" : b.groupBy.includes(",") ? ", " + b.group.split(",").join(", ") :
+        b.group ? ", " + b.groupBy + "=" + b.group : ", without label " + b.groupBy);
     const full = b.used >= b.allowed;
     return el("tr", { "data-check": b.check },
       el("td", {}, el("code", {}, b.check)), el("td", {}, scope),

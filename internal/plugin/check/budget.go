@@ -1,6 +1,8 @@
 package check
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,7 +40,7 @@ func BudgetOf(profile string, inst pitstopv1alpha1.CheckInstance, node *corev1.N
 	switch {
 	case inst.MaxMaintenance != nil:
 		m := inst.MaxMaintenance
-		return SlotBudget{Key: MaxMaintenanceKey(profile, m, node.Labels[m.GroupBy]), Size: int(m.Max), MaxMaintenance: m}, true
+		return SlotBudget{Key: MaxMaintenanceKey(profile, m, GroupOf(m, node.Labels)), Size: int(m.Max), MaxMaintenance: m}, true
 	case inst.Stagger != nil:
 		s := inst.Stagger
 		key := budget.Key{Name: profile + "-stagger-" + inst.Name}
@@ -51,17 +53,58 @@ func BudgetOf(profile string, inst pitstopv1alpha1.CheckInstance, node *corev1.N
 }
 
 // MaxMaintenanceKey names the budget of profile's maxMaintenance check m
-// for nodes whose m.GroupBy label has the value group: one budget shared
-// by every profile unless ProfileScoped, one per group with GroupBy.
+// for the nodes of group (GroupOf): one budget shared by every profile
+// unless ProfileScoped, one per group with groups.
 func MaxMaintenanceKey(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) budget.Key {
-	key := budget.Key{Name: AllProfilesBudget}
+	key := budget.Key{Name: AllProfilesBudget, Group: group}
 	if m.ProfileScoped {
 		key.Name = profile
 	}
-	if m.GroupBy != "" {
-		key.Group = m.GroupBy + "=" + group
-	}
 	return key
+}
+
+// GroupLabels are the labels m's budget is split by: GroupBy, then
+// GroupByLabels, each once.
+func GroupLabels(m *pitstopv1alpha1.MaxMaintenanceCheck) []string {
+	var out []string
+	for _, l := range append([]string{m.GroupBy}, m.GroupByLabels...) {
+		if l != "" && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// GroupOf is the group of m's budget that a node with labels is in: ""
+// when m has no groups, else "label=value" for each of GroupLabels,
+// joined by "," (neither label keys nor values hold a comma or, values,
+// an equals sign). A node without a label is in the group of the value "".
+func GroupOf(m *pitstopv1alpha1.MaxMaintenanceCheck, labels map[string]string) string {
+	keys := GroupLabels(m)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + labels[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// InGroups says whether group is one of m's groups: its labels are
+// GroupLabels, in order.
+func InGroups(m *pitstopv1alpha1.MaxMaintenanceCheck, group string) bool {
+	keys := GroupLabels(m)
+	if len(keys) == 0 {
+		return group == ""
+	}
+	parts := strings.Split(group, ",")
+	if len(parts) != len(keys) {
+		return false
+	}
+	for i, p := range parts {
+		if k, _, ok := strings.Cut(p, "="); !ok || k != keys[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Reads is what a check's answer depends on besides the node it is asked

@@ -98,7 +98,7 @@ type Check interface {
 // that does not implement it counts the nodes in maintenance alone.
 type Slots interface {
 	// SlotHolders names the nodes holding slots of the budget of profile's
-	// maxMaintenance check m in group (the node's value of m.GroupBy).
+	// maxMaintenance check m in group (GroupOf: "label=value,...").
 	SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string
 }
 

@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -16,35 +17,33 @@ import (
 //
 // With profileScoped only the profile's nodes in-maintenance for this
 // profile count; otherwise every node in maintenance for any profile
-// counts. With groupBy only nodes with the same value of that label as the
-// node count; nodes without the label form one group of their own (the
-// value ""), so they share a budget instead of escaping it. (The seed,
-// sapcc/maintenance-controller, drops the grouping for a node without the
-// label and counts the whole cluster against it.)
+// counts. With groupBy (and groupByLabels) only nodes with the same values
+// of those labels as the node count; nodes without a label form groups of
+// their own (the value ""), so they share a budget instead of escaping it.
+// (The seed, sapcc/maintenance-controller, drops the grouping for a node
+// without the label and counts the whole cluster against it.)
 type maxMaintenance struct {
-	max           int
-	profileScoped bool
-	groupBy       string
+	cfg pitstopv1alpha1.MaxMaintenanceCheck
 }
 
 func newMaxMaintenance(cfg *pitstopv1alpha1.MaxMaintenanceCheck) (Check, error) {
 	if cfg.Max < 1 {
 		return nil, fmt.Errorf("max: must be at least 1, got %d", cfg.Max)
 	}
-	return &maxMaintenance{max: int(cfg.Max), profileScoped: cfg.ProfileScoped, groupBy: cfg.GroupBy}, nil
+	return &maxMaintenance{cfg: *cfg.DeepCopy()}, nil
 }
 
 // Evaluate implements Check.
 func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) {
-	group := c.Node.Labels[m.groupBy]
-	taken := MaintenanceUsed(c.Cluster, c.Profile, &pitstopv1alpha1.MaxMaintenanceCheck{Max: int32(m.max), ProfileScoped: m.profileScoped, GroupBy: m.groupBy}, group, c.Node.Name)
-	reason := fmt.Sprintf("%d of %d maintenance slots taken%s", taken, m.max, m.scope(c.Profile, group))
-	return Result{Passed: taken < m.max, Reason: reason}, nil
+	group := GroupOf(&m.cfg, c.Node.Labels)
+	taken := MaintenanceUsed(c.Cluster, c.Profile, &m.cfg, group, c.Node.Name)
+	reason := fmt.Sprintf("%d of %d maintenance slots taken%s", taken, m.cfg.Max, m.scope(c.Profile, c.Node.Labels))
+	return Result{Passed: taken < int(m.cfg.Max), Reason: reason}, nil
 }
 
 // MaintenanceUsed counts the nodes that use a maxMaintenance budget m in
-// one group (the nodes whose m.GroupBy label has the value group; every
-// node when GroupBy is empty), leaving out the node named except: the
+// one group (GroupOf: the nodes with those values of its labels; every
+// node without groups), leaving out the node named except: the
 // nodes in maintenance (with ProfileScoped the profile's nodes in
 // maintenance for it, otherwise every node in maintenance for any
 // profile) and, when the Cluster knows them (Slots), the nodes holding
@@ -55,7 +54,7 @@ func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 	counted := map[string]bool{}
 	inGroup := map[string]bool{}
 	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
-		if m.GroupBy != "" && n.Labels[m.GroupBy] != group {
+		if GroupOf(m, n.Labels) != group {
 			continue
 		}
 		inGroup[n.Name] = true
@@ -96,12 +95,13 @@ func scopedNodes(cluster Cluster, profile string, profileScoped bool) []*corev1.
 
 // scope says which nodes were counted: " in profile os-patching,
 // topology.kubernetes.io/zone=zone-a".
-func (m *maxMaintenance) scope(profile, group string) string {
+func (m *maxMaintenance) scope(profile string, labels map[string]string) string {
 	s := ""
-	if m.profileScoped {
+	if m.cfg.ProfileScoped {
 		s = " in profile " + profile
 	}
-	if m.groupBy == "" {
+	keys := GroupLabels(&m.cfg)
+	if len(keys) == 0 {
 		return s
 	}
 	if s == "" {
@@ -109,8 +109,13 @@ func (m *maxMaintenance) scope(profile, group string) string {
 	} else {
 		s += ","
 	}
-	if group == "" {
-		return s + " nodes without label " + m.groupBy
+	var parts []string
+	for _, k := range keys {
+		if v, ok := labels[k]; ok && v != "" {
+			parts = append(parts, k+"="+v)
+		} else {
+			parts = append(parts, "nodes without label "+k)
+		}
 	}
-	return s + " " + m.groupBy + "=" + group
+	return s + " " + strings.Join(parts, ", ")
 }

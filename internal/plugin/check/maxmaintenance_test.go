@@ -94,7 +94,7 @@ func TestMaxMaintenance(t *testing.T) {
 	// Nodes let in and still on their way (their drain under way) hold
 	// slots too, where the cluster knows the slots.
 	holding := func(cl *fakeCluster, holders ...string) slotsCluster {
-		return slotsCluster{fakeCluster: cl, holders: map[string][]string{"os/": holders, "os/zone-a": holders}}
+		return slotsCluster{fakeCluster: cl, holders: map[string][]string{"os/": holders, "os/" + zone + "=zone-a": holders}}
 	}
 	on := func(cl slotsCluster, name string) Context {
 		return Context{Node: cl.nodeOf(name), Profile: "os", State: cl.states["os"][name], Cluster: cl, Now: noon}
@@ -118,8 +118,12 @@ func TestMaxMaintenance(t *testing.T) {
 			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os"},
 		},
 		"reads the slots of the node's group": {
-			inst: budget(1, true, zone), ctx: on(slotsCluster{fakeCluster: fresh(), holders: map[string][]string{"os/zone-b": {"n3"}}}, "n1"),
+			inst: budget(1, true, zone), ctx: on(slotsCluster{fakeCluster: fresh(), holders: map[string][]string{"os/" + zone + "=zone-b": {"n3"}}}, "n1"),
 			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os, topology.kubernetes.io/zone=zone-a"},
+		},
+		"counts the slots of the node's own group": {
+			inst: budget(1, true, zone), ctx: on(slotsCluster{fakeCluster: fresh(), holders: map[string][]string{"os/" + zone + "=zone-a": {"n3"}}}, "n1"),
+			want: Result{Reason: "1 of 1 maintenance slots taken in profile os, topology.kubernetes.io/zone=zone-a"},
 		},
 	})
 }
@@ -133,4 +137,34 @@ type slotsCluster struct {
 
 func (s slotsCluster) SlotHolders(profile string, _ *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string {
 	return s.holders[profile+"/"+group]
+}
+
+// TestMaxMaintenanceGroupsBySeveralLabels: with groupBy and groupByLabels
+// the bound applies per combination of the labels' values: a node in
+// maintenance in the same zone but another rack, or the same rack in
+// another zone, does not count; one in the same zone and rack does.
+func TestMaxMaintenanceGroupsBySeveralLabels(t *testing.T) {
+	const zone, rack = "topology.kubernetes.io/zone", "rack"
+	cl := func(inMaintenance ...string) *fakeCluster {
+		return cluster(node("n1", zone, "a", rack, "r1"), node("n2", zone, "a", rack, "r2"), node("n3", zone, "b", rack, "r1"), node("n4", zone, "a", rack, "r1")).
+			with("os", operational, "n1", "n2", "n3", "n4").with("os", inMaint, inMaintenance...)
+	}
+	inst := pitstopv1alpha1.CheckInstance{MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: 1, ProfileScoped: true, GroupBy: zone, GroupByLabels: []string{rack}}}
+	on := func(c *fakeCluster) Context {
+		return Context{Node: c.nodeOf("n1"), Profile: "os", State: operational, Cluster: c, Now: noon}
+	}
+	runCases(t, map[string]evalCase{
+		"another rack of the zone, and the rack in another zone, do not count": {
+			inst: inst, ctx: on(cl("n2", "n3")),
+			want: Result{Passed: true, Reason: "0 of 1 maintenance slots taken in profile os, topology.kubernetes.io/zone=a, rack=r1"},
+		},
+		"the same zone and rack counts": {
+			inst: inst, ctx: on(cl("n4")),
+			want: Result{Reason: "1 of 1 maintenance slots taken in profile os, topology.kubernetes.io/zone=a, rack=r1"},
+		},
+	})
+	m := inst.MaxMaintenance
+	if g := GroupOf(m, map[string]string{zone: "a", rack: "r1"}); g != "topology.kubernetes.io/zone=a,rack=r1" || !InGroups(m, g) || InGroups(m, "topology.kubernetes.io/zone=a") {
+		t.Errorf("group %q (in the budget's groups: %v), and a zone's alone must not be", g, InGroups(m, g))
+	}
 }
