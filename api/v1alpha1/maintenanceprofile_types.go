@@ -114,6 +114,7 @@ type ConditionCheck struct {
 // MaxMaintenanceCheck bounds how many nodes are in maintenance at once.
 // Entry into in-maintenance takes a slot Lease, so the bound holds with
 // concurrent reconciles and several replicas.
+// +kubebuilder:validation:XValidation:rule="!has(self.profile) || (has(self.profileScoped) && self.profileScoped)",message="profile counts one profile's nodes: set profileScoped too"
 type MaxMaintenanceCheck struct {
 	// Max is how many nodes may be in maintenance at once (per group).
 	// +kubebuilder:validation:Minimum=1
@@ -122,6 +123,13 @@ type MaxMaintenanceCheck struct {
 	// node in maintenance counts.
 	// +optional
 	ProfileScoped bool `json:"profileScoped,omitempty"`
+	// Profile, with ProfileScoped, counts the nodes of that profile
+	// instead of this one's (their maintenance for it, and its budget's
+	// slots): this profile's nodes go in while fewer than Max of that
+	// profile's are in maintenance.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Profile string `json:"profile,omitempty"`
 	// GroupBy is a node label (for example topology.kubernetes.io/zone):
 	// the bound applies per value of it.
 	// +optional

@@ -121,6 +121,8 @@ func TestDurationsAreCheckedByTheAPIServer(t *testing.T) {
 		{"a stagger of no time", profile(check(map[string]any{"name": "s", "stagger": map[string]any{"duration": "0s"}})), "spec.checks[0].stagger.duration"},
 		{"a periodic notification every millisecond", profile(notification(map[string]any{"webhook": hook, "schedule": map[string]any{"periodic": map[string]any{"interval": "1ms"}}})), "spec.notifications[0].schedule.periodic.interval"},
 		{"a zero wait", profile(check(map[string]any{"name": "w", "wait": map[string]any{"duration": "0s"}})), ""},
+		{"a maxMaintenance counting another profile without profileScoped", profile(check(map[string]any{"name": "m", "maxMaintenance": map[string]any{"max": int64(1), "profile": "other"}})), "profile counts one profile's nodes: set profileScoped too"},
+		{"a maxMaintenance counting another profile", profile(check(map[string]any{"name": "m", "maxMaintenance": map[string]any{"max": int64(1), "profile": "other", "profileScoped": true}})), ""},
 		{"a prometheusInstant expr", profile(check(map[string]any{"name": "p", "prometheusInstant": map[string]any{"url": "http://p:9090", "query": "up", "expr": "value >= 1 && value < 5"}})), ""},
 		{"a prometheusInstant expr beside an operator", profile(check(map[string]any{"name": "p", "prometheusInstant": map[string]any{"url": "http://p:9090", "query": "up", "expr": "value > 1", "operator": ">", "threshold": "1"}})), "set either expr, or operator and threshold"},
 		{"a prometheusInstant with neither", profile(check(map[string]any{"name": "p", "prometheusInstant": map[string]any{"url": "http://p:9090", "query": "up"}})), "set either expr, or operator and threshold"},

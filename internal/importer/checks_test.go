@@ -217,3 +217,24 @@ func TestTriggerConversion(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxMaintenanceProfileScope: a maxMaintenance whose profile option
+// names the profile that uses it counts that profile's nodes; naming
+// another profile counts that one's.
+func TestMaxMaintenanceProfileScope(t *testing.T) {
+	for _, tc := range []struct {
+		scope string
+		want  pitstopv1alpha1.MaxMaintenanceCheck
+	}{
+		{"p", pitstopv1alpha1.MaxMaintenanceCheck{Max: 1, ProfileScoped: true}},
+		{"other", pitstopv1alpha1.MaxMaintenanceCheck{Max: 1, ProfileScoped: true, Profile: "other"}},
+	} {
+		profiles, err := Convert(oneCheck("maxMaintenance", "max: 1", "profile: "+tc.scope), nil)
+		if err != nil {
+			t.Fatalf("Convert: %v", err)
+		}
+		if got := *profiles[0].Spec.Checks[0].MaxMaintenance; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("profile: %s gives %+v, want %+v", tc.scope, got, tc.want)
+		}
+	}
+}

@@ -148,11 +148,6 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:7: check instance "c": end: equals the start`,
 		},
 		{
-			name: "a maxMaintenance counting another profile's nodes",
-			data: oneCheck("maxMaintenance", "max: 1", "profile: other"),
-			want: `maintenance.yaml:7: check instance "c": profile: counts the nodes of profile "other", but profile "p" uses it`,
-		},
-		{
 			name: "a maxMaintenance with skipAfter",
 			data: oneCheck("maxMaintenance", "max: 1", "skipAfter: 2h"),
 			want: `maintenance.yaml:7: check instance "c": skipAfter: is not supported`,

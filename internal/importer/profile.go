@@ -278,8 +278,8 @@ func (c *converter) resolveNotify(ch chain, s *seedConfig, refs profileRefs, wha
 }
 
 // scopeTo returns the check as the profile uses it: a maxMaintenance whose
-// profile option names this profile counts only this profile's nodes.
-// Naming another profile has no equivalent in pitstop.
+// profile option names a profile counts only that profile's nodes
+// (profileScoped, and profile when it is another one).
 func (c *converter) scopeTo(d *checkDef, p *profileDef) pitstopv1alpha1.CheckInstance {
 	spec := *d.spec.DeepCopy()
 	switch d.scope {
@@ -287,7 +287,8 @@ func (c *converter) scopeTo(d *checkDef, p *profileDef) pitstopv1alpha1.CheckIns
 	case p.name:
 		spec.MaxMaintenance.ProfileScoped = true
 	default:
-		c.errorf(d.scopeNode, "%s: profile: counts the nodes of profile %q, but profile %q uses it: pitstop's maxMaintenance counts either every node in maintenance or the nodes of the profile that uses it", d.what(), d.scope, p.name)
+		spec.MaxMaintenance.ProfileScoped = true
+		spec.MaxMaintenance.Profile = d.scope
 	}
 	return spec
 }

@@ -58,9 +58,18 @@ func BudgetOf(profile string, inst pitstopv1alpha1.CheckInstance, node *corev1.N
 func MaxMaintenanceKey(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) budget.Key {
 	key := budget.Key{Name: AllProfilesBudget, Group: group}
 	if m.ProfileScoped {
-		key.Name = profile
+		key.Name = ScopeProfile(profile, m)
 	}
 	return key
+}
+
+// ScopeProfile is the profile whose nodes profile's maxMaintenance check m
+// counts when ProfileScoped: m.Profile when set, else profile itself.
+func ScopeProfile(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck) string {
+	if m.Profile != "" {
+		return m.Profile
+	}
+	return profile
 }
 
 // GroupLabels are the labels m's budget is split by: GroupBy, then

@@ -51,6 +51,9 @@ func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) 
 // Cluster knows them (Occupancy), every node under maintenance whatever
 // started it.
 func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string) int {
+	if m.ProfileScoped {
+		profile = ScopeProfile(profile, m)
+	}
 	counted := map[string]bool{}
 	inGroup := map[string]bool{}
 	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
@@ -98,7 +101,7 @@ func scopedNodes(cluster Cluster, profile string, profileScoped bool) []*corev1.
 func (m *maxMaintenance) scope(profile string, labels map[string]string) string {
 	s := ""
 	if m.cfg.ProfileScoped {
-		s = " in profile " + profile
+		s = " in profile " + ScopeProfile(profile, &m.cfg)
 	}
 	keys := GroupLabels(&m.cfg)
 	if len(keys) == 0 {

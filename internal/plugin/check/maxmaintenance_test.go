@@ -168,3 +168,29 @@ func TestMaxMaintenanceGroupsBySeveralLabels(t *testing.T) {
 		t.Errorf("group %q (in the budget's groups: %v), and a zone's alone must not be", g, InGroups(m, g))
 	}
 }
+
+// TestMaxMaintenanceCountsAnotherProfile: with profile, a profile-scoped
+// budget counts the nodes of the profile it names, in maintenance for that
+// one, and its budget's slots.
+func TestMaxMaintenanceCountsAnotherProfile(t *testing.T) {
+	cl := cluster(node("n1"), node("n2"), node("n5")).
+		with("os", operational, "n1", "n2").with("os", inMaint, "n2").
+		with("fw", inMaint, "n5")
+	inst := func(max int32) pitstopv1alpha1.CheckInstance {
+		return pitstopv1alpha1.CheckInstance{MaxMaintenance: &pitstopv1alpha1.MaxMaintenanceCheck{Max: max, ProfileScoped: true, Profile: "fw"}}
+	}
+	on := Context{Node: cl.nodeOf("n1"), Profile: "os", State: operational, Cluster: cl, Now: noon}
+	runCases(t, map[string]evalCase{
+		"counts fw's node in maintenance, not os's own": {
+			inst: inst(2), ctx: on,
+			want: Result{Passed: true, Reason: "1 of 2 maintenance slots taken in profile fw"},
+		},
+		"fails once fw has max in maintenance": {
+			inst: inst(1), ctx: on,
+			want: Result{Reason: "1 of 1 maintenance slots taken in profile fw"},
+		},
+	})
+	if key := MaxMaintenanceKey("os", inst(1).MaxMaintenance, ""); key.Name != "fw" {
+		t.Errorf("budget key %+v, want fw's", key)
+	}
+}
