@@ -97,8 +97,11 @@ func (r *Recorder) Entering(ctx context.Context, node string, pods []corev1.Pod,
 			continue
 		}
 		for _, ref := range p.OwnerReferences {
-			owner, replicas, ok := r.owner(ctx, p, ref)
-			if !ok {
+			owner, replicas, err := r.owner(ctx, p, ref)
+			if err != nil {
+				log.FromContext(ctx).V(1).Info("reading a pod's owner for the shuffle metrics", "pod", client.ObjectKeyFromObject(p), "error", err.Error())
+			}
+			if owner == "" {
 				continue
 			}
 			shuffles.WithLabelValues(owner, profile).Inc()
@@ -118,30 +121,27 @@ func (r *Recorder) Forget(node, profile string) {
 }
 
 // owner names the workload a pod belongs to, as the maintenance-controller
-// does, with its replica count (a DaemonSet's Ready pods).
-func (r *Recorder) owner(ctx context.Context, p *corev1.Pod, ref metav1.OwnerReference) (string, int32, bool) {
+// does, with its replica count (a DaemonSet's Ready pods); "" for an owner
+// that is none of those, or that could not be read (err).
+func (r *Recorder) owner(ctx context.Context, p *corev1.Pod, ref metav1.OwnerReference) (string, int32, error) {
 	key := types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}
-	logger := log.FromContext(ctx)
 	switch ref.Kind {
 	case "DaemonSet":
 		ds := &appsv1.DaemonSet{}
 		if err := r.reader.Get(ctx, key, ds); err != nil {
-			logger.V(1).Info("reading a pod's owner for the shuffle metrics", "pod", client.ObjectKeyFromObject(p), "error", err.Error())
-			return "", 0, false
+			return "", 0, err
 		}
-		return "daemon_set_" + ds.Name, ds.Status.NumberReady, true
+		return "daemon_set_" + ds.Name, ds.Status.NumberReady, nil
 	case "StatefulSet":
 		sts := &appsv1.StatefulSet{}
 		if err := r.reader.Get(ctx, key, sts); err != nil {
-			logger.V(1).Info("reading a pod's owner for the shuffle metrics", "pod", client.ObjectKeyFromObject(p), "error", err.Error())
-			return "", 0, false
+			return "", 0, err
 		}
-		return "stateful_set_" + sts.Name, replicasOf(sts.Spec.Replicas), true
+		return "stateful_set_" + sts.Name, replicasOf(sts.Spec.Replicas), nil
 	case "ReplicaSet":
 		rs := &appsv1.ReplicaSet{}
 		if err := r.reader.Get(ctx, key, rs); err != nil {
-			logger.V(1).Info("reading a pod's owner for the shuffle metrics", "pod", client.ObjectKeyFromObject(p), "error", err.Error())
-			return "", 0, false
+			return "", 0, err
 		}
 		for _, o := range rs.OwnerReferences {
 			if o.Kind != "Deployment" {
@@ -149,17 +149,16 @@ func (r *Recorder) owner(ctx context.Context, p *corev1.Pod, ref metav1.OwnerRef
 			}
 			d := &appsv1.Deployment{}
 			if err := r.reader.Get(ctx, types.NamespacedName{Namespace: rs.Namespace, Name: o.Name}, d); err != nil {
-				logger.V(1).Info("reading a pod's owner for the shuffle metrics", "pod", client.ObjectKeyFromObject(p), "error", err.Error())
-				return "", 0, false
+				return "", 0, err
 			}
-			return "deployment_" + d.Name, replicasOf(d.Spec.Replicas), true
+			return "deployment_" + d.Name, replicasOf(d.Spec.Replicas), nil
 		}
 		if len(rs.OwnerReferences) > 0 {
-			return "", 0, false // owned by something else than a Deployment
+			return "", 0, nil // owned by something else than a Deployment
 		}
-		return "replica_set_" + rs.Name, replicasOf(rs.Spec.Replicas), true
+		return "replica_set_" + rs.Name, replicasOf(rs.Spec.Replicas), nil
 	}
-	return "", 0, false
+	return "", 0, nil
 }
 
 func replicasOf(n *int32) int32 {

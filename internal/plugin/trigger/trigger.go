@@ -177,7 +177,7 @@ func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 	if !nm.DeletionTimestamp.IsZero() {
 		return false, maintenance.Going(nm), nil
 	}
-	if _, cordonOnly := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]; cordonOnly && nm.Labels[pitstopv1alpha1.LabelProfile] != "" {
+	if madeByCordon(nm) {
 		// A cordon trigger's: it drains from now on, as this trigger says.
 		before := nm.DeepCopy()
 		delete(nm.Annotations, pitstopv1alpha1.AnnotationExcludeNodeDraining)
@@ -188,9 +188,22 @@ func (d drainTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 		return false, "NodeMaintenance " + nm.Name + " drains the cordoned node", nil
 	}
 	if drainSkippedBefore(nm, c.Node) {
-		return false, "waiting for NodeMaintenance " + nm.Name + " to drain the cordoned node", nil
+		return false, drainingCordoned(nm), nil
 	}
 	return maintenance.Progress(nm)
+}
+
+// madeByCordon says nm is a cordon trigger's: a profile's, with the drain
+// skipped.
+func madeByCordon(nm *pitstopv1alpha1.NodeMaintenance) bool {
+	_, cordonOnly := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]
+	return cordonOnly && nm.Labels[pitstopv1alpha1.LabelProfile] != ""
+}
+
+// drainingCordoned is what a drain trigger waits for while nm, a cordon
+// trigger's, has not started draining.
+func drainingCordoned(nm *pitstopv1alpha1.NodeMaintenance) string {
+	return "waiting for NodeMaintenance " + nm.Name + " to drain the cordoned node"
 }
 
 // drainSkippedBefore says nm's status still reports the drain a cordon
@@ -232,15 +245,7 @@ func (cordonTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 // Waiting implements Observer: the cordon while the NodeMaintenance is
 // not Ready, as in Run.
 func (cordonTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, _ pitstopv1alpha1.MaintenanceState) (string, error) {
-	nm := &pitstopv1alpha1.NodeMaintenance{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm); err != nil {
-		return "", client.IgnoreNotFound(err)
-	}
-	if !nm.DeletionTimestamp.IsZero() {
-		return maintenance.Going(nm), nil
-	}
-	_, status, err := maintenance.Progress(nm)
-	return status, err
+	return waitingForReady(ctx, reader, node, false)
 }
 
 // restoreTrigger deletes the NodeMaintenance a profile created and is done
@@ -281,6 +286,13 @@ type Observer interface {
 // Waiting implements Observer: the drain while the NodeMaintenance is not
 // Ready; a failed drain is an error, as in Run.
 func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node *corev1.Node, _ pitstopv1alpha1.MaintenanceState) (string, error) {
+	return waitingForReady(ctx, reader, node, true)
+}
+
+// waitingForReady says what a trigger that waits for the node's profile
+// NodeMaintenance to be Ready waits for, as its Run would: a drain
+// (drains) also waits for the drain a cordon trigger skipped.
+func waitingForReady(ctx context.Context, reader client.Reader, node *corev1.Node, drains bool) (string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(node.Name)}, nm); err != nil {
 		return "", client.IgnoreNotFound(err)
@@ -288,8 +300,8 @@ func (d drainTrigger) Waiting(ctx context.Context, reader client.Reader, node *c
 	if !nm.DeletionTimestamp.IsZero() {
 		return maintenance.Going(nm), nil
 	}
-	if _, cordonOnly := nm.Annotations[pitstopv1alpha1.AnnotationExcludeNodeDraining]; (cordonOnly && nm.Labels[pitstopv1alpha1.LabelProfile] != "") || drainSkippedBefore(nm, node) {
-		return "waiting for NodeMaintenance " + nm.Name + " to drain the cordoned node", nil
+	if drains && (madeByCordon(nm) || drainSkippedBefore(nm, node)) {
+		return drainingCordoned(nm), nil
 	}
 	_, status, err := maintenance.Progress(nm)
 	return status, err
