@@ -94,6 +94,10 @@ const (
 	// API (--medik8s-compat): its node gets the medik8s.io/drain taint too.
 	SourceKubevirt = "kubevirt.io"
 
+	// SourceESX is the LabelSource of a NodeMaintenance the ESX integration
+	// (--esx) made to drain a node before its VM is shut down.
+	SourceESX = "esx"
+
 	// AnnotationOwner on a NodeMaintenance names the namespaced object it
 	// was made for ("<namespace>/<name>"), and AnnotationOwnerUID that
 	// object's UID. A namespaced object cannot own a cluster-scoped one,

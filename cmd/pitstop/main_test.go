@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -208,6 +209,8 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"not a duration", []string{"run", "--graceful-shutdown-timeout=soon"}, []string{"--graceful-shutdown-timeout", `"soon"`}},
 		{"not a bool", []string{"run", "--leader-elect=maybe"}, []string{"--leader-elect", `"maybe"`}},
 		{"missing kubeconfig", []string{"run", "--kubeconfig=/nonexistent/kubeconfig"}, []string{"--kubeconfig", `"/nonexistent/kubeconfig"`, "no such file"}},
+		{"esx without its file", []string{"run", "--esx", "--esx-config=/nonexistent/esx.yaml"}, []string{"--esx-config", `"/nonexistent/esx.yaml"`, "no such file"}},
+		{"esx file with a bad field", []string{"run", "--esx", "--esx-config=" + writeFile(t, "esx.yaml", "intervals:\n  check:\n    period: 10ms\nvCenters:\n  templateUrl: https://vc.example.com\n")}, []string{"--esx-config", "intervals.check.period: must be at least 1s", "has no $AZ", "vCenters.credentials: required"}},
 		{"unknown flag", []string{"run", "--metrics-addr=:8080"}, []string{"--metrics-addr"}},
 		{"unknown version output", []string{"version", "-o", "yaml"}, []string{"--output", `"yaml"`}},
 	} {
@@ -255,4 +258,15 @@ func TestVersionPrintsVersionCommitAndGo(t *testing.T) {
 
 func clientKey(namespace, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: namespace, Name: name}
+}
+
+// writeFile writes content to a file named name in a new temporary
+// directory and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -31,6 +31,9 @@ const (
 	// kubevirt.io/v1alpha3 NodeMaintenance: a namespace has no dot, so the
 	// two never mix.
 	PrefixKubevirt = "kubevirt-"
+	// PrefixESX is followed by the node's name: the drain before its VM
+	// is shut down for its ESX host's maintenance.
+	PrefixESX = "esx-"
 )
 
 // Name is the name of a NodeMaintenance made by a requester (prefix) for

@@ -26,6 +26,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
+	"github.com/pitstop-dev/pitstop/internal/esx"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
@@ -125,6 +126,13 @@ type Options struct {
 	// spec.drain.onTimeout.
 	MachineDrainOnTimeout string
 
+	// ESX follows the ESX hosts under the nodes through their vCenters
+	// (the maintenance-controller's ESX integration), configured by the
+	// file at ESXConfig.
+	ESX bool
+	// ESXConfig is the ESX integration's file (esx.yaml).
+	ESXConfig string
+
 	// CloudEvents are the clouds whose scheduled events pitstop follows
 	// (aws); empty: none.
 	CloudEvents []string
@@ -161,6 +169,7 @@ func DefaultOptions() Options {
 		NodeMaintenance:          nodemaintenance.DefaultOptions(),
 		ProfileConcurrency:       10,
 		CloudEventsInterval:      5 * time.Minute,
+		ESXConfig:                "config/esx.yaml",
 		ScheduledEventRetention:  machinemaintenance.DefaultRetention,
 		ScheduledEventMargin:     machinemaintenance.DefaultMargin,
 		ScheduledEventWarnBefore: machinemaintenance.DefaultWarnBefore,
@@ -226,6 +235,11 @@ func (o Options) Validate() error {
 	}
 	if err := o.validateCloudEvents(); err != nil {
 		return err
+	}
+	if o.ESX {
+		if _, err := esx.LoadConfig(o.ESXConfig); err != nil {
+			return &FlagError{"esx-config", o.ESXConfig, strings.ReplaceAll(err.Error(), "\n", "; ")}
+		}
 	}
 	if o.Metal3 && !o.ClusterAPI {
 		return &FlagError{"metal3", "true", "needs --cluster-api: Metal3 hosts are rebooted for Cluster API Machines"}
@@ -385,6 +399,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if opts.ClusterAPI {
 		if clusters, err = capi.Setup(mgr, capi.Options{Metal3: opts.Metal3}); err != nil {
 			return nil, fmt.Errorf("setting up the Cluster API bridge (--cluster-api): %w", err)
+		}
+	}
+	if opts.ESX {
+		if _, err := esx.Setup(mgr, esx.Options{ConfigPath: opts.ESXConfig}); err != nil {
+			return nil, fmt.Errorf("setting up the ESX integration (--esx): %w", err)
 		}
 	}
 	if len(opts.CloudEvents) > 0 {

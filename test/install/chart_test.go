@@ -209,6 +209,20 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 				t.Errorf("image %s", got)
 			}
 		}},
+		{"esx mounts its Secret's esx.yaml read-only and points --esx-config at it", []string{"esx.enabled=true", "esx.secretName=vcenters"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			assertArgs(t, d, []string{"--esx", "--esx-config=/etc/pitstop/esx/esx.yaml"}, nil)
+			var mounted, fromSecret bool
+			for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+				mounted = mounted || (m.Name == "esx-config" && m.MountPath == "/etc/pitstop/esx" && m.ReadOnly)
+			}
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				fromSecret = fromSecret || (v.Name == "esx-config" && v.Secret != nil && v.Secret.SecretName == "vcenters")
+			}
+			if !mounted || !fromSecret {
+				t.Errorf("esx.yaml not mounted read-only from Secret vcenters: mounts %+v, volumes %+v", d.Spec.Template.Spec.Containers[0].VolumeMounts, d.Spec.Template.Spec.Volumes)
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.check(t, testutil.RenderChart(t, tc.set...)) })
 	}
@@ -227,6 +241,7 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"metrics.readers[0].kind=ServiceAccount,metrics.readers[0].name=prometheus", "/metrics/readers/0"},
 		{"leaderElection.leaseDuration=15 seconds", "/leaderElection/leaseDuration"},
 		{"image.digest=latest", "/image/digest"},
+		{"esx.enabled=true", "esx.secretName"},
 		{"prometheusURLAllow={prometheus.monitoring.svc:9090}", "/prometheusURLAllow/0"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {

@@ -1,0 +1,190 @@
+package esx
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the ESX integration's file, in the maintenance-controller's
+// esx.yaml format, so that file works unchanged. It is read again before
+// every check: an edit needs no restart, and an edit that does not parse
+// keeps the last good one.
+type Config struct {
+	Intervals Intervals `json:"intervals"`
+	// Alarms are vCenter alarm names: a host with one of them triggered is
+	// labelled cloud.sap/esx-in-maintenance=alarm and its nodes are
+	// drained without grace.
+	Alarms   []string `json:"alarms,omitempty"`
+	VCenters VCenters `json:"vCenters"`
+}
+
+// Intervals time the checks and the actions.
+type Intervals struct {
+	// Check is how often the hosts are read.
+	Check Period `json:"check"`
+	// PodDeletion is accepted for compatibility: pitstop's drain waits for
+	// deleted pods to be gone itself.
+	PodDeletion Timed `json:"podDeletion"`
+	// VMShutdown is how often a guest shutdown is looked at, and how long
+	// it may take before the VM is powered off.
+	VMShutdown Timed `json:"vmShutdown"`
+	// PodEviction tunes the drain: how often a refused eviction is asked
+	// again, how long the drain may take, and whether the pods left then
+	// are deleted (force) or the drain fails.
+	PodEviction Eviction `json:"podEviction"`
+}
+
+// Period is a period with a jitter factor (0.1: up to 10% longer).
+type Period struct {
+	Jitter float64  `json:"jitter,omitempty"`
+	Period Duration `json:"period"`
+}
+
+// Timed is a polling period and a timeout.
+type Timed struct {
+	Period  Duration `json:"period,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Eviction is Timed with force: delete what is left at the timeout.
+type Eviction struct {
+	Timed `json:",inline"`
+	Force bool `json:"force,omitempty"`
+}
+
+// VCenters says how to reach the vCenter of each availability zone.
+type VCenters struct {
+	// TemplateURL is the vCenter's URL with $AZ standing for the zone's
+	// letter, e.g. https://vc-$AZ.example.com.
+	TemplateURL string `json:"templateUrl"`
+	// Insecure skips the check of the vCenter's certificate.
+	Insecure bool `json:"insecure,omitempty"`
+	// Credentials are the user and password per availability zone.
+	Credentials map[string]Credentials `json:"credentials"`
+}
+
+// Credentials log in to one vCenter. They are never logged.
+type Credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// Duration is a Go duration ("5m") in the file.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (like 30s, 5m or 1h)", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Defaults of the fields a file leaves out: the maintenance-controller's
+// own examples.
+const (
+	DefaultCheckPeriod     = 5 * time.Minute
+	DefaultShutdownPeriod  = 30 * time.Second
+	DefaultShutdownTimeout = 5 * time.Minute
+	DefaultEvictionPeriod  = 20 * time.Second
+)
+
+// LoadConfig reads and checks the file at path.
+func LoadConfig(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the ESX configuration: %w", err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the ESX configuration %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig reads a configuration, fills in the defaults and checks it;
+// an error names the field.
+func ParseConfig(raw []byte) (*Config, error) {
+	var cfg Config
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return nil, err
+	}
+	iv := &cfg.Intervals
+	def := func(d *Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	def(&iv.Check.Period, DefaultCheckPeriod)
+	def(&iv.VMShutdown.Period, DefaultShutdownPeriod)
+	def(&iv.VMShutdown.Timeout, DefaultShutdownTimeout)
+	def(&iv.PodEviction.Period, DefaultEvictionPeriod)
+	var errs []error
+	positive := func(field string, d Duration) {
+		if d.Duration < 0 {
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", field, d.Duration))
+		}
+	}
+	positive("intervals.check.period", iv.Check.Period)
+	positive("intervals.vmShutdown.period", iv.VMShutdown.Period)
+	positive("intervals.vmShutdown.timeout", iv.VMShutdown.Timeout)
+	positive("intervals.podEviction.timeout", iv.PodEviction.Timeout)
+	if iv.Check.Period.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("intervals.check.period: must be at least 1s, got %s", iv.Check.Period.Duration))
+	}
+	if iv.Check.Jitter < 0 || iv.Check.Jitter > 1 {
+		errs = append(errs, fmt.Errorf("intervals.check.jitter: must be from 0 to 1, got %g", iv.Check.Jitter))
+	}
+	if p := iv.PodEviction.Period.Duration; p < time.Second || p > time.Hour {
+		errs = append(errs, fmt.Errorf("intervals.podEviction.period: must be from 1s to 1h, got %s", p))
+	}
+	if t := iv.PodEviction.Timeout.Duration; t > 0 && t < time.Second {
+		errs = append(errs, fmt.Errorf("intervals.podEviction.timeout: must be at least 1s, got %s", t))
+	}
+	if iv.PodEviction.Force && iv.PodEviction.Timeout.Duration == 0 {
+		errs = append(errs, errors.New("intervals.podEviction.force: needs intervals.podEviction.timeout, after which the pods left are deleted"))
+	}
+	vc := cfg.VCenters
+	switch {
+	case vc.TemplateURL == "":
+		errs = append(errs, errors.New("vCenters.templateUrl: required"))
+	case !strings.Contains(vc.TemplateURL, "$AZ"):
+		errs = append(errs, fmt.Errorf("vCenters.templateUrl: %q has no $AZ, which stands for the availability zone", vc.TemplateURL))
+	default:
+		if u, err := url.Parse(strings.ReplaceAll(vc.TemplateURL, "$AZ", "a")); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			errs = append(errs, fmt.Errorf("vCenters.templateUrl: %q is not an http(s) URL", vc.TemplateURL))
+		} else if u.User != nil {
+			errs = append(errs, errors.New("vCenters.templateUrl: must not hold credentials; put them in vCenters.credentials"))
+		}
+	}
+	if len(vc.Credentials) == 0 {
+		errs = append(errs, errors.New("vCenters.credentials: required, one entry per availability zone"))
+	}
+	zones := make([]string, 0, len(vc.Credentials))
+	for az := range vc.Credentials {
+		zones = append(zones, az)
+	}
+	sort.Strings(zones)
+	for _, az := range zones {
+		c := vc.Credentials[az]
+		if c.Username == "" || c.Password == "" {
+			errs = append(errs, fmt.Errorf("vCenters.credentials.%s: needs both username and password", az))
+		}
+	}
+	return &cfg, errors.Join(errs...)
+}
+
+// URL is the vCenter of availability zone az.
+func (c *Config) URL(az string) string {
+	return strings.ReplaceAll(c.VCenters.TemplateURL, "$AZ", az)
+}
