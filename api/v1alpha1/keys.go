@@ -98,6 +98,11 @@ const (
 	// (--esx) made to drain a node before its VM is shut down.
 	SourceESX = "esx"
 
+	// SourceKubernikus is the LabelSource of a NodeMaintenance the
+	// Kubernikus integration (--kubernikus) made to drain a node before its
+	// server is deleted.
+	SourceKubernikus = "kubernikus"
+
 	// AnnotationOwner on a NodeMaintenance names the namespaced object it
 	// was made for ("<namespace>/<name>"), and AnnotationOwnerUID that
 	// object's UID. A namespaced object cannot own a cluster-scoped one,

@@ -20,7 +20,7 @@ const (
 )
 
 // CheckInstance is a named check: exactly one of its plugin fields is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze), has(self.deadline)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze), has(self.deadline), has(self.kubernikusCount)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type CheckInstance struct {
 	// Name is how transitions refer to the check: letters, digits and _.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
@@ -76,6 +76,10 @@ type CheckInstance struct {
 	// has come.
 	// +optional
 	Deadline *DeadlineCheck `json:"deadline,omitempty"`
+	// KubernikusCount passes while the cluster has at least as many nodes
+	// as its Kubernikus node pools should have.
+	// +optional
+	KubernikusCount *KubernikusCountCheck `json:"kubernikusCount,omitempty"`
 }
 
 // DeadlineCheck passes when the node's earliest scheduled cloud event (see
@@ -521,6 +525,23 @@ type ScheduledSchedule struct {
 	// TimeZone is an IANA time zone name; empty means UTC.
 	// +optional
 	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// KubernikusCountCheck compares the cluster's node count with the sizes of
+// its Kubernikus cluster's node pools, read from the Kubernikus API with
+// an OpenStack account.
+type KubernikusCountCheck struct {
+	// Cluster is the Kubernikus cluster's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+	// CloudProviderSecret is the key of a Secret in pitstop's namespace,
+	// labelled pitstop.dev/usable-by-profiles: "true", that holds the
+	// account as a cloudprovider.conf ([Global] auth-url, username,
+	// password, domain-name, tenant-id, region). Unset: the manager's own
+	// (--openstack-cloud-config).
+	// +optional
+	CloudProviderSecret *SecretKeyRef `json:"cloudProviderSecret,omitempty"`
 }
 
 // SecretKeyRef names a key of a Secret in the namespace pitstop runs in

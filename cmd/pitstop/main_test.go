@@ -211,6 +211,7 @@ func TestBadFlagsExitWithOneLine(t *testing.T) {
 		{"missing kubeconfig", []string{"run", "--kubeconfig=/nonexistent/kubeconfig"}, []string{"--kubeconfig", `"/nonexistent/kubeconfig"`, "no such file"}},
 		{"esx without its file", []string{"run", "--esx", "--esx-config=/nonexistent/esx.yaml"}, []string{"--esx-config", `"/nonexistent/esx.yaml"`, "no such file"}},
 		{"esx file with a bad field", []string{"run", "--esx", "--esx-config=" + writeFile(t, "esx.yaml", "intervals:\n  check:\n    period: 10ms\nvCenters:\n  templateUrl: https://vc.example.com\n")}, []string{"--esx-config", "intervals.check.period: must be at least 1s", "has no $AZ", "vCenters.credentials: required"}},
+		{"kubernikus file with a bad field", []string{"run", "--kubernikus", "--kubernikus-config=" + writeFile(t, "kubernikus.yaml", "intervals:\n  requeue: 10ms\n")}, []string{"--kubernikus-config", "intervals.requeue: must be at least 1s"}},
 		{"unknown flag", []string{"run", "--metrics-addr=:8080"}, []string{"--metrics-addr"}},
 		{"unknown version output", []string{"version", "-o", "yaml"}, []string{"--output", `"yaml"`}},
 	} {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
 
 // Config is the ESX integration's file, in the maintenance-controller's
@@ -31,32 +33,20 @@ type Intervals struct {
 	Check Period `json:"check"`
 	// PodDeletion is accepted for compatibility: pitstop's drain waits for
 	// deleted pods to be gone itself.
-	PodDeletion Timed `json:"podDeletion"`
+	PodDeletion seedconfig.Timed `json:"podDeletion"`
 	// VMShutdown is how often a guest shutdown is looked at, and how long
 	// it may take before the VM is powered off.
-	VMShutdown Timed `json:"vmShutdown"`
+	VMShutdown seedconfig.Timed `json:"vmShutdown"`
 	// PodEviction tunes the drain: how often a refused eviction is asked
 	// again, how long the drain may take, and whether the pods left then
 	// are deleted (force) or the drain fails.
-	PodEviction Eviction `json:"podEviction"`
+	PodEviction seedconfig.Eviction `json:"podEviction"`
 }
 
 // Period is a period with a jitter factor (0.1: up to 10% longer).
 type Period struct {
-	Jitter float64  `json:"jitter,omitempty"`
-	Period Duration `json:"period"`
-}
-
-// Timed is a polling period and a timeout.
-type Timed struct {
-	Period  Duration `json:"period,omitempty"`
-	Timeout Duration `json:"timeout,omitempty"`
-}
-
-// Eviction is Timed with force: delete what is left at the timeout.
-type Eviction struct {
-	Timed `json:",inline"`
-	Force bool `json:"force,omitempty"`
+	Jitter float64             `json:"jitter,omitempty"`
+	Period seedconfig.Duration `json:"period"`
 }
 
 // VCenters says how to reach the vCenter of each availability zone.
@@ -76,27 +66,12 @@ type Credentials struct {
 	Password string `json:"password"`
 }
 
-// Duration is a Go duration ("5m") in the file.
-type Duration struct{ time.Duration }
-
-// UnmarshalJSON reads a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (like 30s, 5m or 1h)", s)
-	}
-	d.Duration = v
-	return nil
-}
-
 // Defaults of the fields a file leaves out: the maintenance-controller's
 // own examples.
 const (
 	DefaultCheckPeriod     = 5 * time.Minute
 	DefaultShutdownPeriod  = 30 * time.Second
 	DefaultShutdownTimeout = 5 * time.Minute
-	DefaultEvictionPeriod  = 20 * time.Second
 )
 
 // LoadConfig reads and checks the file at path.
@@ -120,7 +95,7 @@ func ParseConfig(raw []byte) (*Config, error) {
 		return nil, err
 	}
 	iv := &cfg.Intervals
-	def := func(d *Duration, v time.Duration) {
+	def := func(d *seedconfig.Duration, v time.Duration) {
 		if d.Duration == 0 {
 			d.Duration = v
 		}
@@ -128,9 +103,8 @@ func ParseConfig(raw []byte) (*Config, error) {
 	def(&iv.Check.Period, DefaultCheckPeriod)
 	def(&iv.VMShutdown.Period, DefaultShutdownPeriod)
 	def(&iv.VMShutdown.Timeout, DefaultShutdownTimeout)
-	def(&iv.PodEviction.Period, DefaultEvictionPeriod)
 	var errs []error
-	positive := func(field string, d Duration) {
+	positive := func(field string, d seedconfig.Duration) {
 		if d.Duration < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", field, d.Duration))
 		}
@@ -138,22 +112,13 @@ func ParseConfig(raw []byte) (*Config, error) {
 	positive("intervals.check.period", iv.Check.Period)
 	positive("intervals.vmShutdown.period", iv.VMShutdown.Period)
 	positive("intervals.vmShutdown.timeout", iv.VMShutdown.Timeout)
-	positive("intervals.podEviction.timeout", iv.PodEviction.Timeout)
 	if iv.Check.Period.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("intervals.check.period: must be at least 1s, got %s", iv.Check.Period.Duration))
 	}
 	if iv.Check.Jitter < 0 || iv.Check.Jitter > 1 {
 		errs = append(errs, fmt.Errorf("intervals.check.jitter: must be from 0 to 1, got %g", iv.Check.Jitter))
 	}
-	if p := iv.PodEviction.Period.Duration; p < time.Second || p > time.Hour {
-		errs = append(errs, fmt.Errorf("intervals.podEviction.period: must be from 1s to 1h, got %s", p))
-	}
-	if t := iv.PodEviction.Timeout.Duration; t > 0 && t < time.Second {
-		errs = append(errs, fmt.Errorf("intervals.podEviction.timeout: must be at least 1s, got %s", t))
-	}
-	if iv.PodEviction.Force && iv.PodEviction.Timeout.Duration == 0 {
-		errs = append(errs, errors.New("intervals.podEviction.force: needs intervals.podEviction.timeout, after which the pods left are deleted"))
-	}
+	errs = append(errs, iv.PodEviction.Check("intervals.podEviction")...)
 	vc := cfg.VCenters
 	switch {
 	case vc.TemplateURL == "":

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
 
 // The maintenance-controller's own esx.yaml example reads unchanged.
@@ -54,7 +56,7 @@ func TestDefaultsFillWhatAFileLeavesOut(t *testing.T) {
 	}
 	iv := cfg.Intervals
 	if iv.Check.Period.Duration != DefaultCheckPeriod || iv.VMShutdown.Period.Duration != DefaultShutdownPeriod ||
-		iv.VMShutdown.Timeout.Duration != DefaultShutdownTimeout || iv.PodEviction.Period.Duration != DefaultEvictionPeriod {
+		iv.VMShutdown.Timeout.Duration != DefaultShutdownTimeout || iv.PodEviction.Period.Duration != seedconfig.DefaultEvictionPeriod {
 		t.Fatalf("defaults: %+v", iv)
 	}
 }

@@ -9,7 +9,6 @@ package esx
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -18,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -29,6 +27,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 )
 
 // The maintenance-controller's keys, kept so that the profiles, alerts and
@@ -238,7 +237,7 @@ func (c *Controller) label(ctx context.Context, n *corev1.Node, st HostState) er
 	if len(changed) == 0 {
 		return nil
 	}
-	if err := c.patchMeta(ctx, n, "labels", changed); err != nil {
+	if err := nodepatch.Meta(ctx, c.client, n, "labels", changed); err != nil {
 		return err
 	}
 	if n.Labels == nil {
@@ -248,16 +247,6 @@ func (c *Controller) label(ctx context.Context, n *corev1.Node, st HostState) er
 		n.Labels[k] = v
 	}
 	return nil
-}
-
-// patchMeta merges keys (nil removes one) into the node's labels or
-// annotations.
-func (c *Controller) patchMeta(ctx context.Context, n *corev1.Node, field string, keys map[string]any) error {
-	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{field: keys}})
-	if err != nil {
-		return err
-	}
-	return c.client.Patch(ctx, n, client.RawPatch(types.MergePatchType, raw))
 }
 
 // act moves the node's maintenance on by one step: drain, shut the guest
@@ -271,7 +260,7 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 		return false, c.restore(ctx, vc, n, m, found)
 	}
 	if n.Annotations[AnnotationRebootInitiated] != "true" {
-		if err := c.patchMeta(ctx, n, "annotations", map[string]any{AnnotationRebootInitiated: "true"}); err != nil {
+		if err := nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationRebootInitiated: "true"}); err != nil {
 			return false, err
 		}
 		why := "in maintenance"
@@ -307,7 +296,7 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 			return false, c.powerOff(ctx, vc, n, m)
 		}
 		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, "ESXGuestShutdown", "Shutdown", "drained: the guest of VM %s is shutting down (powered off after %s)", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
-		return true, c.patchMeta(ctx, n, "annotations", map[string]any{AnnotationShutdownStarted: time.Now().UTC().Format(time.RFC3339)})
+		return true, nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationShutdownStarted: time.Now().UTC().Format(time.RFC3339)})
 	}
 	if wait := cfg.Intervals.VMShutdown.Timeout.Duration - time.Since(started); wait > 0 {
 		return true, nil
@@ -340,46 +329,18 @@ func shutdownStarted(n *corev1.Node) (time.Time, bool) {
 // drain returns the node's ESX NodeMaintenance, created on the first call;
 // nil while the one of an earlier maintenance is still going.
 func (c *Controller) drain(ctx context.Context, cfg *Config, n *corev1.Node, st HostState) (*pitstopv1alpha1.NodeMaintenance, error) {
-	name := maintenance.Name(maintenance.PrefixESX, n.Name)
-	nm := &pitstopv1alpha1.NodeMaintenance{}
-	err := c.client.Get(ctx, client.ObjectKey{Name: name}, nm)
-	switch {
-	case err == nil && !nm.DeletionTimestamp.IsZero():
-		return nil, nil
-	case err == nil:
-		return nm, nil
-	case !apierrors.IsNotFound(err):
-		return nil, err
-	}
-	ev := cfg.Intervals.PodEviction
-	spec := pitstopv1alpha1.DrainSpec{
-		PodEvictionRetryInterval: &pitstopv1alpha1.Duration{Duration: ev.Period.Duration},
-		UnmanagedPods:            pitstopv1alpha1.UnmanagedPodsDelete,
-		OnTimeout:                pitstopv1alpha1.DrainTimeoutFail,
-	}
-	if ev.Timeout.Duration > 0 {
-		spec.Timeout = &pitstopv1alpha1.Duration{Duration: ev.Timeout.Duration}
-	}
-	if ev.Force {
-		spec.OnTimeout = pitstopv1alpha1.DrainTimeoutForceDelete
-	}
+	spec := cfg.Intervals.PodEviction.Drain()
 	reason := fmt.Sprintf("ESX host %s in maintenance", n.Labels[LabelHost])
 	if st.Maintenance == InMaintenanceAlarm {
 		// The host is failing: the pods get the shortest grace pitstop gives.
 		spec.GracePeriodSeconds = ptr.To[int64](1)
 		reason = fmt.Sprintf("ESX host %s alarmed: %s", n.Labels[LabelHost], st.Alarm)
 	}
-	nm = &pitstopv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{pitstopv1alpha1.LabelSource: pitstopv1alpha1.SourceESX}},
+	nm, _, err := maintenance.Ensure(ctx, c.client, &pitstopv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: maintenance.Name(maintenance.PrefixESX, n.Name), Labels: map[string]string{pitstopv1alpha1.LabelSource: pitstopv1alpha1.SourceESX}},
 		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: n.Name, Reason: reason, Drain: spec},
-	}
-	if err := c.client.Create(ctx, nm); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("creating NodeMaintenance %s: %w", name, err)
-	}
-	return nm, nil
+	})
+	return nm, err
 }
 
 // restore ends the node's ESX maintenance once its host is back: the VM
@@ -396,7 +357,7 @@ func (c *Controller) restore(ctx context.Context, vc *vcenter, n *corev1.Node, m
 	if err := c.client.Delete(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
 	}
-	if err := c.patchMeta(ctx, n, "annotations", map[string]any{AnnotationRebootInitiated: nil, AnnotationShutdownStarted: nil}); err != nil {
+	if err := nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationRebootInitiated: nil, AnnotationShutdownStarted: nil}); err != nil {
 		return err
 	}
 	c.recorder.Eventf(n, nil, corev1.EventTypeNormal, "ESXHostBack", "Restore", "ESX host %s is out of maintenance: node restored", n.Labels[LabelHost])

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
@@ -53,12 +54,12 @@ var checkPlugins = map[string]checkPlugin{
 	"affinity":          {[]string{"minOperational"}, convertAffinity},
 	"nodeCount":         {[]string{"count"}, convertNodeCount},
 	"prometheusInstant": {[]string{"url", "query", "expr"}, convertPrometheusInstant},
+	"kubernikusCount":   {[]string{"cluster", "cloudProviderSecret"}, convertKubernikusCount},
 }
 
 // unsupportedChecks are the seed's check plugins pitstop does not have,
 // with the reason.
 var unsupportedChecks = map[string]string{
-	"kubernikusCount":     "pitstop does not read the Kubernikus API (a nodeCount check with the expected count comes closest)",
 	"checkHypervisor":     "pitstop does not read OpenStack Hypervisor resources",
 	"hypervisorCondition": "pitstop does not read OpenStack Hypervisor resources",
 }
@@ -211,6 +212,32 @@ func convertAffinity(p *pluginConfig, d *checkDef) {
 
 func convertNodeCount(p *pluginConfig, d *checkDef) {
 	d.spec.NodeCount = &pitstopv1alpha1.NodeCountCheck{Count: p.int32("count", true)}
+}
+
+// convertKubernikusCount keeps the cluster; the account comes from the
+// Secret named, which pitstop reads in its own namespace only, or from
+// pitstop's --openstack-cloud-config as the seed's from its own file.
+func convertKubernikusCount(p *pluginConfig, d *checkDef) {
+	k := &pitstopv1alpha1.KubernikusCountCheck{Cluster: p.str("cluster", true)}
+	if n := p.node("cloudProviderSecret"); n != nil {
+		what := p.what + ": cloudProviderSecret"
+		f, ok := p.c.fields(n, what, "name", "namespace")
+		if !ok {
+			return
+		}
+		name, _ := p.c.text(f["name"].value, what+": name")
+		ns, _ := p.c.text(f["namespace"].value, what+": namespace")
+		if name == "" {
+			p.errorf("cloudProviderSecret", "name: is required")
+			return
+		}
+		k.CloudProviderSecret = &pitstopv1alpha1.SecretKeyRef{Name: name, Key: kubernikus.KeyCloudConfig}
+		p.notef("cloudProviderSecret", "reads key %s of Secret %s in pitstop's namespace, which must be labelled %s: \"true\" (copy %s/%s there)",
+			kubernikus.KeyCloudConfig, name, pitstopv1alpha1.LabelUsableByProfiles, ns, name)
+	} else {
+		p.notef("cluster", "reads the Kubernikus API with the OpenStack account of pitstop's --openstack-cloud-config (chart kubernikus.secretName), as the maintenance-controller with its provider/cloudprovider.conf")
+	}
+	d.spec.KubernikusCount = k
 }
 
 func convertPrometheusInstant(p *pluginConfig, d *checkDef) {

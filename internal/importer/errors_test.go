@@ -67,9 +67,9 @@ func TestImportRefuses(t *testing.T) {
 		want string
 	}{
 		{
-			name: "kubernikusCount, naming the line and the plugin type",
-			data: oneCheck("kubernikusCount", "cluster: k8s-eu"),
-			want: `maintenance.yaml:3: check instance "c": plugin type "kubernikusCount" is not supported: pitstop does not read the Kubernikus API`,
+			name: "kubernikusCount without its cluster",
+			data: oneCheck("kubernikusCount", "cloudProviderSecret: {namespace: kube-system}"),
+			want: `maintenance.yaml:`,
 		},
 		{
 			name: "checkHypervisor, naming the line and the plugin type",

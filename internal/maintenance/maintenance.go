@@ -9,14 +9,18 @@
 package maintenance
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
@@ -34,6 +38,9 @@ const (
 	// PrefixESX is followed by the node's name: the drain before its VM
 	// is shut down for its ESX host's maintenance.
 	PrefixESX = "esx-"
+	// PrefixKubernikus is followed by the node's name: the drain before
+	// its server is deleted (cloud.sap/delete-node).
+	PrefixKubernikus = "kubernikus-"
 )
 
 // Name is the name of a NodeMaintenance made by a requester (prefix) for
@@ -80,6 +87,26 @@ func NewCordonForProfile(node, profile string) *pitstopv1alpha1.NodeMaintenance 
 	nm := NewForProfile(node, profile, pitstopv1alpha1.DrainSpec{})
 	nm.Annotations = map[string]string{pitstopv1alpha1.AnnotationExcludeNodeDraining: "cordon trigger"}
 	return nm
+}
+
+// SeedDrain is the drain of the maintenance-controller's ESX and
+// Kubernikus integrations in pitstop's terms: every pod but DaemonSet and
+// mirror pods (those no controller owns too), a refused eviction asked
+// again every period, and after timeout (none when zero) the drain fails,
+// or with force the pods left are deleted.
+func SeedDrain(period, timeout time.Duration, force bool) pitstopv1alpha1.DrainSpec {
+	spec := pitstopv1alpha1.DrainSpec{
+		PodEvictionRetryInterval: &pitstopv1alpha1.Duration{Duration: period},
+		UnmanagedPods:            pitstopv1alpha1.UnmanagedPodsDelete,
+		OnTimeout:                pitstopv1alpha1.DrainTimeoutFail,
+	}
+	if timeout > 0 {
+		spec.Timeout = &pitstopv1alpha1.Duration{Duration: timeout}
+	}
+	if force {
+		spec.OnTimeout = pitstopv1alpha1.DrainTimeoutForceDelete
+	}
+	return spec
 }
 
 // Progress says whether nm's node is cordoned and drained (Ready) and, if
@@ -150,4 +177,29 @@ func IsControlPlane(node *corev1.Node) bool {
 	_, cp := node.Labels[LabelControlPlane]
 	_, master := node.Labels[LabelMaster]
 	return cp || master
+}
+
+// Ensure returns the NodeMaintenance named like want, creating want when
+// there is none (created says so). It returns nil while one of that name
+// is being deleted (an earlier maintenance's, whose status must not count
+// as this one's) or when a create raced another writer's: the caller
+// looks again later.
+func Ensure(ctx context.Context, c client.Client, want *pitstopv1alpha1.NodeMaintenance) (nm *pitstopv1alpha1.NodeMaintenance, created bool, err error) {
+	nm = &pitstopv1alpha1.NodeMaintenance{}
+	err = c.Get(ctx, client.ObjectKey{Name: want.Name}, nm)
+	switch {
+	case err == nil && !nm.DeletionTimestamp.IsZero():
+		return nil, false, nil
+	case err == nil:
+		return nm, false, nil
+	case !apierrors.IsNotFound(err):
+		return nil, false, err
+	}
+	if err := c.Create(ctx, want); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("creating NodeMaintenance %s: %w", want.Name, err)
+	}
+	return want, true, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 	"github.com/pitstop-dev/pitstop/internal/esx"
+	"github.com/pitstop-dev/pitstop/internal/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
@@ -133,6 +134,15 @@ type Options struct {
 	// ESXConfig is the ESX integration's file (esx.yaml).
 	ESXConfig string
 
+	// Kubernikus runs the Kubernikus integration: the labels
+	// cloud.sap/kubelet-needs-update and cloud.sap/delete-node.
+	Kubernikus bool
+	// KubernikusConfig is its file (kubernikus.yaml); missing: defaults.
+	KubernikusConfig string
+	// OpenStackCloudConfig is the cloudprovider.conf with the OpenStack
+	// account of the Kubernikus integration and kubernikusCount checks.
+	OpenStackCloudConfig string
+
 	// CloudEvents are the clouds whose scheduled events pitstop follows
 	// (aws); empty: none.
 	CloudEvents []string
@@ -170,6 +180,8 @@ func DefaultOptions() Options {
 		ProfileConcurrency:       10,
 		CloudEventsInterval:      5 * time.Minute,
 		ESXConfig:                "config/esx.yaml",
+		KubernikusConfig:         "config/kubernikus.yaml",
+		OpenStackCloudConfig:     "provider/cloudprovider.conf",
 		ScheduledEventRetention:  machinemaintenance.DefaultRetention,
 		ScheduledEventMargin:     machinemaintenance.DefaultMargin,
 		ScheduledEventWarnBefore: machinemaintenance.DefaultWarnBefore,
@@ -239,6 +251,11 @@ func (o Options) Validate() error {
 	if o.ESX {
 		if _, err := esx.LoadConfig(o.ESXConfig); err != nil {
 			return &FlagError{"esx-config", o.ESXConfig, strings.ReplaceAll(err.Error(), "\n", "; ")}
+		}
+	}
+	if o.Kubernikus {
+		if _, err := kubernikus.LoadConfig(o.KubernikusConfig); err != nil {
+			return &FlagError{"kubernikus-config", o.KubernikusConfig, strings.ReplaceAll(err.Error(), "\n", "; ")}
 		}
 	}
 	if o.Metal3 && !o.ClusterAPI {
@@ -406,6 +423,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 			return nil, fmt.Errorf("setting up the ESX integration (--esx): %w", err)
 		}
 	}
+	if opts.Kubernikus {
+		k := kubernikus.Options{ConfigPath: opts.KubernikusConfig, CloudConfigPath: opts.OpenStackCloudConfig, Accounts: openStackAccounts}
+		if _, err := kubernikus.Setup(mgr, k); err != nil {
+			return nil, fmt.Errorf("setting up the Kubernikus integration (--kubernikus): %w", err)
+		}
+	}
 	if len(opts.CloudEvents) > 0 {
 		if err := setupCloudEvents(mgr, opts, profiles); err != nil {
 			return nil, fmt.Errorf("setting up cloud events (--cloud-events): %w", err)
@@ -437,8 +460,13 @@ func checkDeps(mgr ctrl.Manager, opts Options) (check.Deps, error) {
 	return check.Deps{
 		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow,
 		Secrets: mgr.GetAPIReader(), Namespace: opts.LeaderElectionNamespace,
+		Kubernikus: kubernikus.Pools{Accounts: openStackAccounts, CloudConfigPath: opts.OpenStackCloudConfig},
 	}, nil
 }
+
+// openStackAccounts are the OpenStack clients of the process: the
+// Kubernikus integration and kubernikusCount checks share their tokens.
+var openStackAccounts = kubernikus.NewAccounts()
 
 // metricsOptions serves the metrics on addr: off a loopback IP, only to a
 // bearer token the API server accepts (TokenReview) of a user it allows to

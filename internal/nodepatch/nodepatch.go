@@ -233,3 +233,14 @@ func escape(key string) string {
 func unescape(token string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(token, "~1", "/"), "~0", "~")
 }
+
+// Meta merges keys into the node's metadata.labels or
+// metadata.annotations (field); a nil value removes its key. It touches
+// nothing else, so it needs no fresh copy of the node.
+func Meta(ctx context.Context, c client.Client, node *corev1.Node, field string, keys map[string]any) error {
+	raw, err := json.Marshal(map[string]any{"metadata": map[string]any{field: keys}})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, node, client.RawPatch(types.MergePatchType, raw))
+}

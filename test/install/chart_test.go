@@ -212,19 +212,36 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		{"esx mounts its Secret's esx.yaml read-only and points --esx-config at it", []string{"esx.enabled=true", "esx.secretName=vcenters"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			d := deployment(t, objs)
 			assertArgs(t, d, []string{"--esx", "--esx-config=/etc/pitstop/esx/esx.yaml"}, nil)
-			var mounted, fromSecret bool
-			for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
-				mounted = mounted || (m.Name == "esx-config" && m.MountPath == "/etc/pitstop/esx" && m.ReadOnly)
-			}
-			for _, v := range d.Spec.Template.Spec.Volumes {
-				fromSecret = fromSecret || (v.Name == "esx-config" && v.Secret != nil && v.Secret.SecretName == "vcenters")
-			}
-			if !mounted || !fromSecret {
-				t.Errorf("esx.yaml not mounted read-only from Secret vcenters: mounts %+v, volumes %+v", d.Spec.Template.Spec.Containers[0].VolumeMounts, d.Spec.Template.Spec.Volumes)
-			}
+			assertSecretMount(t, d, "esx-config", "/etc/pitstop/esx", "vcenters")
+		}},
+		{"kubernikus mounts its Secret and points its flags at it", []string{"kubernikus.enabled=true", "kubernikus.secretName=cloud-config"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			assertArgs(t, d, []string{"--kubernikus", "--kubernikus-config=/etc/pitstop/kubernikus/kubernikus.yaml", "--openstack-cloud-config=/etc/pitstop/kubernikus/cloudprovider.conf"}, nil)
+			assertSecretMount(t, d, "kubernikus-config", "/etc/pitstop/kubernikus", "cloud-config")
+		}},
+		{"a kubernikus Secret alone serves kubernikusCount checks", []string{"kubernikus.secretName=cloud-config"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			assertArgs(t, d, []string{"--openstack-cloud-config=/etc/pitstop/kubernikus/cloudprovider.conf"}, []string{"--kubernikus"})
+			assertSecretMount(t, d, "kubernikus-config", "/etc/pitstop/kubernikus", "cloud-config")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.check(t, testutil.RenderChart(t, tc.set...)) })
+	}
+}
+
+// assertSecretMount checks that volume name mounts Secret secret read-only
+// at path.
+func assertSecretMount(t *testing.T, d *appsv1.Deployment, name, path, secret string) {
+	t.Helper()
+	var mounted, fromSecret bool
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounted = mounted || (m.Name == name && m.MountPath == path && m.ReadOnly)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		fromSecret = fromSecret || (v.Name == name && v.Secret != nil && v.Secret.SecretName == secret)
+	}
+	if !mounted || !fromSecret {
+		t.Errorf("%s not mounted read-only at %s from Secret %s: mounts %+v, volumes %+v", name, path, secret, d.Spec.Template.Spec.Containers[0].VolumeMounts, d.Spec.Template.Spec.Volumes)
 	}
 }
 
@@ -242,6 +259,7 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"leaderElection.leaseDuration=15 seconds", "/leaderElection/leaseDuration"},
 		{"image.digest=latest", "/image/digest"},
 		{"esx.enabled=true", "esx.secretName"},
+		{"kubernikus.enabled=true", "kubernikus.secretName"},
 		{"prometheusURLAllow={prometheus.monitoring.svc:9090}", "/prometheusURLAllow/0"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {

@@ -27,6 +27,9 @@ type Deps struct {
 	// credentials builds, and its evaluation fails saying so.
 	Secrets   client.Reader
 	Namespace string
+	// Kubernikus reads node pools for kubernikusCount checks; nil (`pitstop
+	// explain`): such a check builds, and its evaluation fails saying so.
+	Kubernikus Kubernikus
 }
 
 // New builds the check an instance configures. It validates what the CRD
@@ -103,6 +106,7 @@ func plugins(inst pitstopv1alpha1.CheckInstance, deps Deps) []plugin {
 		}},
 		{"freeze", inst.Freeze != nil, ReadsClock, func() (Check, error) { return newFreeze(inst.Freeze) }},
 		{"deadline", inst.Deadline != nil, ReadsNode, func() (Check, error) { return newDeadline(inst.Deadline) }},
+		{"kubernikusCount", inst.KubernikusCount != nil, ReadsFleet, func() (Check, error) { return newKubernikusCount(inst.KubernikusCount, deps) }},
 	}
 }
 

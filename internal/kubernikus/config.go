@@ -1,0 +1,85 @@
+package kubernikus
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/pitstop-dev/pitstop/internal/seedconfig"
+)
+
+// Config is the Kubernikus integration's file, in the
+// maintenance-controller's kubernikus.yaml format, read before every
+// reconcile. A missing file means the defaults.
+type Config struct {
+	Intervals Intervals `json:"intervals"`
+	// CloudProviderSecret, when set, is the Secret whose key
+	// cloudprovider.conf holds the OpenStack account (pitstop must be
+	// allowed to get it); unset, the file --openstack-cloud-config is read.
+	CloudProviderSecret *SecretRef `json:"cloudProviderSecret,omitempty"`
+}
+
+// Intervals time the integration.
+type Intervals struct {
+	// Requeue is how often each node is looked at again (the API server's
+	// version may change).
+	Requeue seedconfig.Duration `json:"requeue"`
+	// PodDeletion is accepted for compatibility: the drain waits for
+	// deleted pods to be gone itself.
+	PodDeletion seedconfig.Timed `json:"podDeletion"`
+	// PodEviction tunes the drain, as in esx.yaml.
+	PodEviction seedconfig.Eviction `json:"podEviction"`
+}
+
+// SecretRef names a Secret.
+type SecretRef struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+// DefaultRequeue is intervals.requeue when a file leaves it out.
+const DefaultRequeue = 30 * time.Second
+
+// KeyCloudConfig is the key of a cloud-config Secret.
+const KeyCloudConfig = "cloudprovider.conf"
+
+// LoadConfig reads and checks the file at path; a missing file gives the
+// defaults.
+func LoadConfig(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		raw = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading the Kubernikus configuration: %w", err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the Kubernikus configuration %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig reads a configuration, fills in the defaults and checks it;
+// an error names the field.
+func ParseConfig(raw []byte) (*Config, error) {
+	var cfg Config
+	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+		return nil, err
+	}
+	iv := &cfg.Intervals
+	if iv.Requeue.Duration == 0 {
+		iv.Requeue.Duration = DefaultRequeue
+	}
+	var errs []error
+	if iv.Requeue.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("intervals.requeue: must be at least 1s, got %s", iv.Requeue.Duration))
+	}
+	errs = append(errs, iv.PodEviction.Check("intervals.podEviction")...)
+	if s := cfg.CloudProviderSecret; s != nil && (s.Name == "" || s.Namespace == "") {
+		errs = append(errs, errors.New("cloudProviderSecret: needs name and namespace"))
+	}
+	return &cfg, errors.Join(errs...)
+}

@@ -1,0 +1,278 @@
+// Package kubernikus is the maintenance-controller's Kubernikus
+// integration in pitstop: it labels each node whose kubelet's version
+// differs from the API server's (cloud.sap/kubelet-needs-update), and a
+// node labelled cloud.sap/delete-node=true is drained through a
+// NodeMaintenance and then its OpenStack server deleted, so that its
+// Kubernikus node pool replaces it. It also reads the node pools' sizes
+// for the kubernikusCount check.
+package kubernikus
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/nodepatch"
+)
+
+// The maintenance-controller's keys.
+const (
+	// LabelKubeletNeedsUpdate is written: true when the node's kubelet is
+	// of another version than the API server (older or newer), else false.
+	LabelKubeletNeedsUpdate = "cloud.sap/kubelet-needs-update"
+	// LabelDeleteNode is read: true drains the node and deletes its server.
+	// Taking it off before the server is deleted gives the node back.
+	LabelDeleteNode = "cloud.sap/delete-node"
+	// AnnotationServerDeleted records the ID of the server pitstop deleted
+	// for the node.
+	AnnotationServerDeleted = "pitstop.dev/kubernikus-server-deleted"
+)
+
+// Options configure the integration.
+type Options struct {
+	// ConfigPath is the kubernikus.yaml file; missing: the defaults.
+	ConfigPath string
+	// CloudConfigPath is the cloudprovider.conf file with the OpenStack
+	// account, unless the configuration names a Secret.
+	CloudConfigPath string
+	// Accounts are the OpenStack clients, shared with kubernikusCount
+	// checks.
+	Accounts *Accounts
+}
+
+// Reconciler reconciles Nodes.
+type Reconciler struct {
+	client    client.Client
+	reader    client.Reader
+	recorder  events.EventRecorder
+	log       logr.Logger
+	discovery discovery.ServerVersionInterface
+	opts      Options
+
+	mu     sync.Mutex
+	cfg    *Config
+	server *version.Version
+	readAt time.Time
+}
+
+// Setup checks the configuration and adds the controller to mgr.
+func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	cfg, err := LoadConfig(opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	r := &Reconciler{
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("pitstop-kubernikus"),
+		log: mgr.GetLogger().WithName("kubernikus"), discovery: dc, opts: opts, cfg: cfg,
+	}
+	toNode := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		nm, ok := o.(*pitstopv1alpha1.NodeMaintenance)
+		if !ok || nm.Labels[pitstopv1alpha1.LabelSource] != pitstopv1alpha1.SourceKubernikus {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: nm.Spec.NodeName}}}
+	})
+	return r, ctrl.NewControllerManagedBy(mgr).Named("kubernikus").
+		For(&corev1.Node{}).
+		Watches(&pitstopv1alpha1.NodeMaintenance{}, toNode).
+		Complete(r)
+}
+
+// config reads the file again, keeping the last good one on an error.
+func (r *Reconciler) config() *Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cfg, err := LoadConfig(r.opts.ConfigPath)
+	if err != nil {
+		r.log.Error(err, "Keeping the last good Kubernikus configuration")
+		return r.cfg
+	}
+	r.cfg = cfg
+	return cfg
+}
+
+// Reconcile labels the node and moves its deletion on.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cfg := r.config()
+	requeue := ctrl.Result{RequeueAfter: cfg.Intervals.Requeue.Duration}
+	nmName := maintenance.Name(maintenance.PrefixKubernikus, req.Name)
+	node := &corev1.Node{}
+	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The node is gone with its server: so is its drain.
+			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nmName}}))
+		}
+		return ctrl.Result{}, err
+	}
+	if err := r.markUpdate(ctx, node, cfg); err != nil {
+		r.log.Error(err, "Comparing the kubelet's version with the API server's", "node", node.Name)
+	}
+	if node.Labels[LabelDeleteNode] != "true" {
+		if _, deleted := node.Annotations[AnnotationServerDeleted]; !deleted {
+			// Asked no more (or never): a drain begun is called off. The
+			// cache says whether there is one, so that nodes without
+			// cost no request.
+			nm := &pitstopv1alpha1.NodeMaintenance{}
+			if err := r.client.Get(ctx, client.ObjectKey{Name: nmName}, nm); err != nil {
+				return requeue, client.IgnoreNotFound(err)
+			}
+			if !nm.DeletionTimestamp.IsZero() {
+				return requeue, nil
+			}
+			if err := r.client.Delete(ctx, nm); err != nil {
+				return ctrl.Result{}, client.IgnoreNotFound(err)
+			}
+			r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusDeletionCancelled", "Restore", "%s is gone before the server was deleted: node restored", LabelDeleteNode)
+		}
+		return requeue, nil
+	}
+	if _, deleted := node.Annotations[AnnotationServerDeleted]; deleted {
+		return requeue, nil
+	}
+	nm, err := r.drain(ctx, cfg, node, nmName)
+	if err != nil || nm == nil {
+		return requeue, err
+	}
+	done, status, err := maintenance.Progress(nm)
+	if err != nil {
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, "KubernikusDrainFailed", "Drain", "the server is kept until the drain is done: %v", err)
+		return requeue, nil
+	}
+	if !done {
+		r.log.V(1).Info(status, "node", node.Name)
+		return requeue, nil
+	}
+	cc, err := r.cloudConfig(ctx, cfg)
+	if err != nil {
+		return requeue, err
+	}
+	id, err := r.opts.Accounts.DeleteServer(ctx, cc, node.Name)
+	if err != nil {
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, "KubernikusDeleteFailed", "Delete", "deleting the server of node %s: %v", node.Name, err)
+		return requeue, err
+	}
+	if id == "" {
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusServerGone", "Delete", "drained; no server is named %s any more", node.Name)
+		id = "none"
+	} else {
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusServerDeleted", "Delete", "drained; server %s (%s) deleted: its node pool replaces it", node.Name, id)
+	}
+	return requeue, nodepatch.Meta(ctx, r.client, node, "annotations", map[string]any{AnnotationServerDeleted: id})
+}
+
+// drain returns the node's NodeMaintenance, created on first call; nil
+// while an earlier one is still going.
+func (r *Reconciler) drain(ctx context.Context, cfg *Config, node *corev1.Node, name string) (*pitstopv1alpha1.NodeMaintenance, error) {
+	nm, created, err := maintenance.Ensure(ctx, r.client, &pitstopv1alpha1.NodeMaintenance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{pitstopv1alpha1.LabelSource: pitstopv1alpha1.SourceKubernikus}},
+		Spec: pitstopv1alpha1.NodeMaintenanceSpec{
+			NodeName: node.Name, Reason: LabelDeleteNode + "=true: the server is deleted once the node is drained",
+			Drain: cfg.Intervals.PodEviction.Drain(),
+		},
+	})
+	if created {
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusDrain", "Drain", "%s=true: draining the node (NodeMaintenance %s), then deleting its server", LabelDeleteNode, name)
+	}
+	return nm, err
+}
+
+// cloudConfig is the OpenStack account: from the configured Secret, else
+// from the file.
+func (r *Reconciler) cloudConfig(ctx context.Context, cfg *Config) (CloudConfig, error) {
+	if s := cfg.CloudProviderSecret; s != nil {
+		secret := &corev1.Secret{}
+		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, secret); err != nil {
+			return CloudConfig{}, fmt.Errorf("reading cloudProviderSecret %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		raw, ok := secret.Data[KeyCloudConfig]
+		if !ok {
+			return CloudConfig{}, fmt.Errorf("cloudProviderSecret %s/%s has no key %s", s.Namespace, s.Name, KeyCloudConfig)
+		}
+		cc, err := ParseCloudConfig(raw)
+		if err != nil {
+			return CloudConfig{}, fmt.Errorf("cloudProviderSecret %s/%s, key %s: %w", s.Namespace, s.Name, KeyCloudConfig, err)
+		}
+		return cc, nil
+	}
+	return LoadCloudConfig(r.opts.CloudConfigPath)
+}
+
+// LoadCloudConfig reads a cloudprovider.conf file.
+func LoadCloudConfig(path string) (CloudConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return CloudConfig{}, fmt.Errorf("reading the OpenStack account: %w", err)
+	}
+	cc, err := ParseCloudConfig(raw)
+	if err != nil {
+		return CloudConfig{}, fmt.Errorf("the OpenStack account %s: %w", path, err)
+	}
+	return cc, nil
+}
+
+// markUpdate writes LabelKubeletNeedsUpdate. A kubelet version that is not
+// a semantic version leaves the node unlabelled.
+func (r *Reconciler) markUpdate(ctx context.Context, node *corev1.Node, cfg *Config) error {
+	kubelet, err := version.ParseSemantic(node.Status.NodeInfo.KubeletVersion)
+	if err != nil {
+		return fmt.Errorf("kubelet version %q: %w", node.Status.NodeInfo.KubeletVersion, err)
+	}
+	server, err := r.serverVersion(cfg.Intervals.Requeue.Duration)
+	if err != nil {
+		return err
+	}
+	want := "false"
+	if !sameVersion(kubelet, server) {
+		want = "true"
+	}
+	if node.Labels[LabelKubeletNeedsUpdate] == want {
+		return nil
+	}
+	return nodepatch.Meta(ctx, r.client, node, "labels", map[string]any{LabelKubeletNeedsUpdate: want})
+}
+
+// sameVersion compares major, minor, patch and pre-release: build
+// metadata (+abc) does not make a kubelet another version.
+func sameVersion(a, b *version.Version) bool {
+	return a.Major() == b.Major() && a.Minor() == b.Minor() && a.Patch() == b.Patch() && a.PreRelease() == b.PreRelease()
+}
+
+// serverVersion is the API server's version, read again after ttl.
+func (r *Reconciler) serverVersion(ttl time.Duration) (*version.Version, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.server != nil && time.Since(r.readAt) < ttl {
+		return r.server, nil
+	}
+	info, err := r.discovery.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the API server's version: %w", err)
+	}
+	v, err := version.ParseSemantic(info.GitVersion)
+	if err != nil {
+		return nil, fmt.Errorf("the API server's version %q: %w", info.GitVersion, err)
+	}
+	r.server, r.readAt = v, time.Now()
+	return v, nil
+}
