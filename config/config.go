@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crd/bases/*.yaml crd/machineapi/machine.openshift.io_*.yaml crd/medik8s/*.yaml
+//go:embed crd/bases/*.yaml crd/machineapi/machine.openshift.io_*.yaml crd/medik8s/*.yaml crd/kvm/*.yaml
 var crdFiles embed.FS
 
 //go:embed samples/*.yaml
@@ -42,6 +42,12 @@ func MachineAPICRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // --medik8s-compat: nodemaintenance.medik8s.io/v1beta1 and kubevirt.io/v1alpha3.
 func Medik8sCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crdsIn("crd/medik8s/*.yaml")
+}
+
+// KVMCRDs returns the kvm.cloud.sap/v1 Hypervisor CRD of the OpenStack
+// hypervisor operator, written from its API's types.
+func KVMCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return crdsIn("crd/kvm/*.yaml")
 }
 
 func crdsIn(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -20,7 +21,7 @@ const (
 )
 
 // CheckInstance is a named check: exactly one of its plugin fields is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze), has(self.deadline), has(self.kubernikusCount)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.hasLabel), has(self.hasAnnotation), has(self.anyLabel), has(self.condition), has(self.maxMaintenance), has(self.stagger), has(self.timeWindow), has(self.wait), has(self.waitExclude), has(self.clusterSemver), has(self.affinity), has(self.nodeCount), has(self.prometheusInstant), has(self.freeze), has(self.deadline), has(self.kubernikusCount), has(self.checkHypervisor), has(self.hypervisorCondition)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type CheckInstance struct {
 	// Name is how transitions refer to the check: letters, digits and _.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
@@ -80,6 +81,15 @@ type CheckInstance struct {
 	// as its Kubernikus node pools should have.
 	// +optional
 	KubernikusCount *KubernikusCountCheck `json:"kubernikusCount,omitempty"`
+	// CheckHypervisor passes when the node's KVM Hypervisor
+	// (kvm.cloud.sap/v1, named like the node) has each status field given
+	// at its value.
+	// +optional
+	CheckHypervisor *CheckHypervisorCheck `json:"checkHypervisor,omitempty"`
+	// HypervisorCondition passes when the node's KVM Hypervisor has the
+	// condition with the status.
+	// +optional
+	HypervisorCondition *ConditionCheck `json:"hypervisorCondition,omitempty"`
 }
 
 // DeadlineCheck passes when the node's earliest scheduled cloud event (see
@@ -318,7 +328,7 @@ type FreezePeriod struct {
 }
 
 // TriggerInstance is a named trigger: exactly one plugin field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.cordon), has(self.drain), has(self.restore), has(self.replaceMachine), has(self.rebootInstance)].filter(x, x).size() == 1",message="exactly one plugin must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.alterLabel), has(self.alterAnnotation), has(self.alterFinalizer), has(self.cordon), has(self.drain), has(self.restore), has(self.replaceMachine), has(self.rebootInstance), has(self.alterHypervisor)].filter(x, x).size() == 1",message="exactly one plugin must be set"
 type TriggerInstance struct {
 	// Name is how transitions refer to the trigger: letters, digits and _.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
@@ -353,7 +363,31 @@ type TriggerInstance struct {
 	// cloud provider, waits for it to come back and restores it.
 	// +optional
 	RebootInstance *RebootInstanceTrigger `json:"rebootInstance,omitempty"`
+	// AlterHypervisor sets spec fields of the node's KVM Hypervisor
+	// (kvm.cloud.sap/v1, named like the node).
+	// +optional
+	AlterHypervisor *AlterHypervisorTrigger `json:"alterHypervisor,omitempty"`
 }
+
+// CheckHypervisorCheck names the Hypervisor status fields to compare.
+type CheckHypervisorCheck struct {
+	// Status maps top-level status fields, by their JSON names (evicted,
+	// hypervisorId, aggregates, numInstances, ...), to the values they
+	// must have.
+	Status HypervisorFields `json:"status"`
+}
+
+// AlterHypervisorTrigger names the Hypervisor spec fields to set.
+type AlterHypervisorTrigger struct {
+	// Spec maps spec fields, by their JSON names (maintenance,
+	// maintenanceReason, reboot, customTraits, ...), to their new values.
+	Spec HypervisorFields `json:"spec"`
+}
+
+// HypervisorFields are fields of a KVM Hypervisor by their JSON names,
+// each with a boolean, string, number or list of strings.
+// +kubebuilder:validation:MinProperties=1
+type HypervisorFields map[string]apiextensionsv1.JSON
 
 // ControlPlanePolicy says what replaceMachine does with a control-plane
 // machine.

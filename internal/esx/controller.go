@@ -10,7 +10,8 @@ package esx
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -136,7 +137,7 @@ func (c *Controller) Check(ctx context.Context) time.Duration {
 		zones[az][host] = append(zones[az][host], n)
 	}
 	busy := false
-	for _, az := range sortedKeys(zones) {
+	for _, az := range slices.Sorted(maps.Keys(zones)) {
 		b, err := c.checkZone(ctx, cfg, az, zones[az])
 		if err != nil {
 			c.log.Error(err, "Checking ESX hosts", "availabilityZone", az)
@@ -166,7 +167,7 @@ func zoneOf(n *corev1.Node) string {
 func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, hosts map[string][]*corev1.Node) (busy bool, err error) {
 	creds, ok := cfg.VCenters.Credentials[az]
 	if !ok {
-		return false, fmt.Errorf("vCenters.credentials has no entry for availability zone %q (nodes on hosts %v)", az, sortedKeys(hosts))
+		return false, fmt.Errorf("vCenters.credentials has no entry for availability zone %q (nodes on hosts %v)", az, slices.Sorted(maps.Keys(hosts)))
 	}
 	vc, err := dial(ctx, cfg.URL(az), cfg.VCenters.Insecure, creds)
 	if err != nil {
@@ -183,7 +184,7 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 	}
 	var acting []*corev1.Node
 	hostOf := map[string]HostState{}
-	for _, h := range sortedKeys(hosts) {
+	for _, h := range slices.Sorted(maps.Keys(hosts)) {
 		st, ok := states[h]
 		if !ok {
 			c.log.Info("ESX host not found in its vCenter", "host", h, "availabilityZone", az, "nodes", nodeNames(hosts[h]))
@@ -369,14 +370,5 @@ func nodeNames(nodes []*corev1.Node) []string {
 	for i, n := range nodes {
 		out[i] = n.Name
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

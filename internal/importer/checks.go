@@ -16,6 +16,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/plugin/hypervisor"
 )
 
 // checkDef is a seed check instance converted to pitstop's form.
@@ -55,14 +56,15 @@ var checkPlugins = map[string]checkPlugin{
 	"nodeCount":         {[]string{"count"}, convertNodeCount},
 	"prometheusInstant": {[]string{"url", "query", "expr"}, convertPrometheusInstant},
 	"kubernikusCount":   {[]string{"cluster", "cloudProviderSecret"}, convertKubernikusCount},
+	"checkHypervisor":   {fieldNames(hypervisor.StatusFields), convertCheckHypervisor},
+	"hypervisorCondition": {[]string{"type", "status"}, func(p *pluginConfig, d *checkDef) {
+		d.spec.HypervisorCondition = &pitstopv1alpha1.ConditionCheck{Type: p.str("type", true), Status: p.str("status", true)}
+	}},
 }
 
 // unsupportedChecks are the seed's check plugins pitstop does not have,
 // with the reason.
-var unsupportedChecks = map[string]string{
-	"checkHypervisor":     "pitstop does not read OpenStack Hypervisor resources",
-	"hypervisorCondition": "pitstop does not read OpenStack Hypervisor resources",
-}
+var unsupportedChecks = map[string]string{}
 
 // namePattern is the CRD's pattern for check and trigger names.
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -72,19 +72,19 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:`,
 		},
 		{
-			name: "checkHypervisor, naming the line and the plugin type",
-			data: oneCheck("checkHypervisor", "maintenance: manual"),
-			want: `maintenance.yaml:3: check instance "c": plugin type "checkHypervisor" is not supported`,
+			name: "checkHypervisor with a field the Hypervisor does not have",
+			data: oneCheck("checkHypervisor", "evictd: true"),
+			want: `maintenance.yaml:6: check instance "c": config: unknown field "evictd" (known: aggregates, evicted,`,
 		},
 		{
-			name: "hypervisorCondition, naming the line and the plugin type",
-			data: oneCheck("hypervisorCondition", "type: Ready", `status: "True"`),
-			want: `maintenance.yaml:3: check instance "c": plugin type "hypervisorCondition" is not supported`,
+			name: "hypervisorCondition without its status",
+			data: oneCheck("hypervisorCondition", "type: Ready"),
+			want: `maintenance.yaml:`,
 		},
 		{
-			name: "alterHypervisor, naming the line and the plugin type",
-			data: oneTrigger("alterHypervisor", "maintenance: manual"),
-			want: `maintenance.yaml:3: trigger instance "t": plugin type "alterHypervisor" is not supported`,
+			name: "alterHypervisor with a field the Hypervisor does not have",
+			data: oneTrigger("alterHypervisor", "maintenanceMode: manual"),
+			want: `maintenance.yaml:6: trigger instance "t": config: unknown field "maintenanceMode" (known: aggregates,`,
 		},
 		{
 			name: "a plugin type the seed does not have either",

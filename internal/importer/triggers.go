@@ -6,6 +6,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/plugin/hypervisor"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 )
 
@@ -29,14 +30,13 @@ var triggerPlugins = map[string]triggerPlugin{
 	"alterFinalizer": {[]string{"key", "remove"}, func(p *pluginConfig, d *triggerDef) {
 		d.spec.AlterFinalizer = &pitstopv1alpha1.AlterFinalizerTrigger{Key: p.key(), Remove: p.boolean("remove")}
 	}},
-	"eviction": {[]string{"action", "deletionTimeout", "evictionTimeout", "forceEviction"}, convertEviction},
+	"eviction":        {[]string{"action", "deletionTimeout", "evictionTimeout", "forceEviction"}, convertEviction},
+	"alterHypervisor": {fieldNames(hypervisor.SpecFields), convertAlterHypervisor},
 }
 
 // unsupportedTriggers are the seed's trigger plugins pitstop does not
 // have, with the reason.
-var unsupportedTriggers = map[string]string{
-	"alterHypervisor": "pitstop does not change OpenStack Hypervisor resources",
-}
+var unsupportedTriggers = map[string]string{}
 
 // triggerInstance converts a seed trigger instance. The seed splits
 // trigger chains at && only, so its trigger names may hold any character

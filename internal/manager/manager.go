@@ -461,6 +461,7 @@ func checkDeps(mgr ctrl.Manager, opts Options) (check.Deps, error) {
 		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow,
 		Secrets: mgr.GetAPIReader(), Namespace: opts.LeaderElectionNamespace,
 		Kubernikus: kubernikus.Pools{Accounts: openStackAccounts, CloudConfigPath: opts.OpenStackCloudConfig},
+		Reader:     mgr.GetAPIReader(),
 	}, nil
 }
 

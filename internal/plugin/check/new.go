@@ -30,6 +30,9 @@ type Deps struct {
 	// Kubernikus reads node pools for kubernikusCount checks; nil (`pitstop
 	// explain`): such a check builds, and its evaluation fails saying so.
 	Kubernikus Kubernikus
+	// Reader reads the objects checks look up (Hypervisors), from the API
+	// server; nil: such a check builds, and its evaluation fails saying so.
+	Reader client.Reader
 }
 
 // New builds the check an instance configures. It validates what the CRD
@@ -107,6 +110,10 @@ func plugins(inst pitstopv1alpha1.CheckInstance, deps Deps) []plugin {
 		{"freeze", inst.Freeze != nil, ReadsClock, func() (Check, error) { return newFreeze(inst.Freeze) }},
 		{"deadline", inst.Deadline != nil, ReadsNode, func() (Check, error) { return newDeadline(inst.Deadline) }},
 		{"kubernikusCount", inst.KubernikusCount != nil, ReadsFleet, func() (Check, error) { return newKubernikusCount(inst.KubernikusCount, deps) }},
+		{"checkHypervisor", inst.CheckHypervisor != nil, ReadsNode, func() (Check, error) { return newCheckHypervisor(inst.CheckHypervisor, deps) }},
+		{"hypervisorCondition", inst.HypervisorCondition != nil, ReadsNode, func() (Check, error) {
+			return newHypervisorCondition(inst.HypervisorCondition, deps)
+		}},
 	}
 }
 

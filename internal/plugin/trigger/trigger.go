@@ -89,6 +89,8 @@ func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
 		return replaceMachineTrigger{spec: *inst.ReplaceMachine}, nil
 	case inst.RebootInstance != nil:
 		return rebootInstanceTrigger{spec: *inst.RebootInstance}, nil
+	case inst.AlterHypervisor != nil:
+		return newAlterHypervisor(inst.AlterHypervisor)
 	}
 	return nil, fmt.Errorf("trigger %s: no plugin set", inst.Name)
 }
