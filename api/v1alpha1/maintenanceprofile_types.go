@@ -155,6 +155,17 @@ type MaxMaintenanceCheck struct {
 	// +listType=atomic
 	// +optional
 	GroupByLabels []string `json:"groupByLabels,omitempty"`
+	// SkipAfter leaves out of the count a node that has been in
+	// maintenance for longer (since it entered in-maintenance), as the
+	// maintenance-controller's option: a node stuck in maintenance stops
+	// holding the others back, and its slot may be taken by the next node,
+	// so the nodes in maintenance may then be more than Max. At least 1s.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	// +optional
+	SkipAfter *Duration `json:"skipAfter,omitempty"`
 }
 
 // StaggerCheck spaces maintenances out in time.

@@ -248,6 +248,10 @@ func (a *Admission) budgetOf(ctx context.Context, p Profile, checkName string, n
 	b, ok := BudgetOf(p, checkName, node, now)
 	if ok && b.stale == nil {
 		b.stale = a.notInMaintenance(ctx, now)
+		if expired := b.expired; expired != nil {
+			notIn := b.stale
+			b.stale = func(holder string, l *coordinationv1.Lease) bool { return expired(holder, l) || notIn(holder, l) }
+		}
 	}
 	return b, ok
 }

@@ -54,12 +54,20 @@ func BudgetOf(p Profile, checkName string, node *corev1.Node, now time.Time) (Bu
 			return Budget{}, false
 		}
 		sb := Budget{Key: b.Key, Size: b.Size, Check: checkName, MaxMaintenance: b.MaxMaintenance}
-		if b.MaxMaintenance == nil {
+		switch {
+		case b.MaxMaintenance == nil:
 			lasts := b.Lasts
 			sb.expired = func(_ string, l *coordinationv1.Lease) bool {
 				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(lasts))
 			}
 			sb.stale = sb.expired
+		case b.MaxMaintenance.SkipAfter != nil:
+			// A holder let in longer ago than skipAfter no longer counts
+			// (the check leaves it out too): its slot may be taken.
+			skip := b.MaxMaintenance.SkipAfter.Duration
+			sb.expired = func(_ string, l *coordinationv1.Lease) bool {
+				return l.Spec.AcquireTime != nil && !now.Before(l.Spec.AcquireTime.Add(skip))
+			}
 		}
 		return sb, true
 	}

@@ -44,6 +44,9 @@ type Cluster struct {
 	// occupiedCached is every node under maintenance as the cache shows
 	// it, found once per view (Occupied).
 	occupiedCached map[string]bool
+	// byName indexes nodes by name, built once per view
+	// (InMaintenanceSince).
+	byName map[string]*corev1.Node
 }
 
 // NewCluster is the cluster as reader (the manager's cache) shows it:
@@ -212,6 +215,31 @@ func (v *Cluster) StateOf(node *corev1.Node, profile string) (pitstopv1alpha1.Ma
 		return "", false
 	}
 	return rec.Profiles[profile].Current, rec.HeldBy() != ""
+}
+
+// InMaintenanceSince is when the node entered in-maintenance for the
+// profile holding it, from its record.
+func (v *Cluster) InMaintenanceSince(node string) (time.Time, bool) {
+	v.load()
+	if v.byName == nil {
+		v.byName = make(map[string]*corev1.Node, len(v.nodes))
+		for _, n := range v.nodes {
+			v.byName[n.Name] = n
+		}
+	}
+	n, ok := v.byName[node]
+	if !ok {
+		return time.Time{}, false
+	}
+	rec, err := v.records.Read(n)
+	if err != nil {
+		return time.Time{}, false
+	}
+	held := rec.HeldBy()
+	if held == "" {
+		return time.Time{}, false
+	}
+	return rec.Profiles[held].Since.Time, true
 }
 
 // PodsOn lists the pods bound to a node (through the cache's index).

@@ -171,7 +171,7 @@ func (e *Evaluator) profileView(ctx context.Context, view *Cluster, p *pitstopv1
 	}
 	for _, inst := range c.Spec.Spec.Checks {
 		if b, ok := check.BudgetOf(c.Spec.Name, inst, &corev1.Node{}); ok && b.MaxMaintenance != nil {
-			pv.Budgets = append(pv.Budgets, budgets(view, c.Spec.Name, inst.Name, b.MaxMaintenance)...)
+			pv.Budgets = append(pv.Budgets, budgets(view, c.Spec.Name, inst.Name, b.MaxMaintenance, now)...)
 			continue
 		}
 		if check.ReadsOf(inst) == check.ReadsClock {
@@ -185,7 +185,7 @@ func (e *Evaluator) profileView(ctx context.Context, view *Cluster, p *pitstopv1
 
 // budgets counts a maxMaintenance check's budget in each group the
 // profile's nodes are in, as the check counts it.
-func budgets(view *Cluster, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck) []Budget {
+func budgets(view *Cluster, profile, checkName string, m *pitstopv1alpha1.MaxMaintenanceCheck, now time.Time) []Budget {
 	// Each group by its key (check.GroupOf), with what the dashboard shows
 	// of it: the value of the one label, or every label=value.
 	groups := map[string]string{}
@@ -206,7 +206,7 @@ func budgets(view *Cluster, profile, checkName string, m *pitstopv1alpha1.MaxMai
 	for group, shown := range groups {
 		out = append(out, Budget{
 			Check: checkName, ProfileScoped: m.ProfileScoped, GroupBy: groupBy, Group: shown, Allowed: int(m.Max),
-			Used: check.MaintenanceUsed(view, profile, m, group, ""),
+			Used: check.MaintenanceUsed(view, profile, m, group, "", now),
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })

@@ -142,7 +142,13 @@ func convertMaxMaintenance(p *pluginConfig, d *checkDef) {
 		p.errorf("groupBy", "pitstop groups by 9 labels at most, not %d", len(groups))
 	}
 	if p.has("skipAfter") {
-		p.errorf("skipAfter", "is not supported: pitstop counts every node in maintenance, however long it has been there; remove it to import")
+		skip := p.duration("skipAfter", false)
+		switch {
+		case skip.Duration < time.Second:
+			p.errorf("skipAfter", "must be at least 1s, got %s", skip.Duration)
+		default:
+			m.SkipAfter = &skip
+		}
 	}
 	d.scope, d.scopeNode = p.str("profile", false), p.node("profile")
 	d.spec.MaxMaintenance = m

@@ -148,9 +148,9 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:7: check instance "c": end: equals the start`,
 		},
 		{
-			name: "a maxMaintenance with skipAfter",
-			data: oneCheck("maxMaintenance", "max: 1", "skipAfter: 2h"),
-			want: `maintenance.yaml:7: check instance "c": skipAfter: is not supported`,
+			name: "a maxMaintenance with a skipAfter under a second",
+			data: oneCheck("maxMaintenance", "max: 1", "skipAfter: 10ms"),
+			want: `maintenance.yaml:7: check instance "c": skipAfter: must be at least 1s, got 10ms`,
 		},
 		{
 			name: "a stagger without Leases, which never passes in the seed",

@@ -108,7 +108,7 @@ func TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut(t *testing.T) {
 	}}
 	used := func(list fleet.NodeLister) int {
 		view := fleet.NewCluster(ctx, nil, list, profiles, fleet.NewRecords(), slots)
-		return check.MaintenanceUsed(view, profileName, m, "", drained.Name)
+		return check.MaintenanceUsed(view, profileName, m, "", drained.Name, time.Now())
 	}
 
 	if got := used(cached); got != 2 {

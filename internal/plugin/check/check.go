@@ -102,6 +102,15 @@ type Slots interface {
 	SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) []string
 }
 
+// MaintenanceAges is implemented by a Cluster that knows since when each
+// node is in maintenance: a maxMaintenance check with skipAfter leaves out
+// the nodes in it for longer.
+type MaintenanceAges interface {
+	// InMaintenanceSince is when the node entered in-maintenance for the
+	// profile holding it; false when it is not in maintenance.
+	InMaintenanceSince(node string) (time.Time, bool)
+}
+
 // Occupancy is implemented by a Cluster that knows every node pitstop has
 // under maintenance, whatever started it: the holders of every
 // maxMaintenance budget's slots, and the nodes of NodeMaintenances (a

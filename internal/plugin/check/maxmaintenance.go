@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -36,9 +37,16 @@ func newMaxMaintenance(cfg *pitstopv1alpha1.MaxMaintenanceCheck) (Check, error) 
 // Evaluate implements Check.
 func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) {
 	group := GroupOf(&m.cfg, c.Node.Labels)
-	taken := MaintenanceUsed(c.Cluster, c.Profile, &m.cfg, group, c.Node.Name)
+	taken, next := maintenanceUsed(c.Cluster, c.Profile, &m.cfg, group, c.Node.Name, c.Now)
 	reason := fmt.Sprintf("%d of %d maintenance slots taken%s", taken, m.cfg.Max, m.scope(c.Profile, c.Node.Labels))
-	return Result{Passed: taken < int(m.cfg.Max), Reason: reason}, nil
+	r := Result{Passed: taken < int(m.cfg.Max), Reason: reason}
+	if !r.Passed && m.cfg.SkipAfter != nil {
+		// A node in maintenance for longer than skipAfter stops counting
+		// then, with nothing else changing.
+		r.NextChange = next
+		r.Reason += fmt.Sprintf(" (a node in maintenance for %s stops counting)", m.cfg.SkipAfter.Duration)
+	}
+	return r, nil
 }
 
 // MaintenanceUsed counts the nodes that use a maxMaintenance budget m in
@@ -50,7 +58,14 @@ func (m *maxMaintenance) Evaluate(_ context.Context, c Context) (Result, error) 
 // the budget's slots on their way in; without ProfileScoped also, when the
 // Cluster knows them (Occupancy), every node under maintenance whatever
 // started it.
-func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string) int {
+func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string, now time.Time) int {
+	n, _ := maintenanceUsed(cluster, profile, m, group, except, now)
+	return n
+}
+
+// maintenanceUsed is MaintenanceUsed, and with skipAfter the time the
+// first node counted stops counting (zero: none will by itself).
+func maintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group, except string, now time.Time) (int, time.Time) {
 	if m.ProfileScoped {
 		profile = ScopeProfile(profile, m)
 	}
@@ -85,7 +100,21 @@ func MaintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 			}
 		}
 	}
-	return len(counted)
+	var next time.Time
+	if ages, ok := cluster.(MaintenanceAges); ok && m.SkipAfter != nil {
+		for name := range counted {
+			since, in := ages.InMaintenanceSince(name)
+			if !in {
+				continue
+			}
+			if skipped := since.Add(m.SkipAfter.Duration); !now.Before(skipped) {
+				delete(counted, name)
+			} else if next.IsZero() || skipped.Before(next) {
+				next = skipped
+			}
+		}
+	}
+	return len(counted), next
 }
 
 // scopedNodes is the profile's nodes when profileScoped, else every node.

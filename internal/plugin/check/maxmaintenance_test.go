@@ -1,7 +1,9 @@
 package check
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -192,5 +194,55 @@ func TestMaxMaintenanceCountsAnotherProfile(t *testing.T) {
 	})
 	if key := MaxMaintenanceKey("os", inst(1).MaxMaintenance, ""); key.Name != "fw" {
 		t.Errorf("budget key %+v, want fw's", key)
+	}
+}
+
+// agesCluster is a fakeCluster that knows since when nodes are in
+// maintenance.
+type agesCluster struct {
+	*fakeCluster
+	since map[string]time.Time
+}
+
+func (a agesCluster) InMaintenanceSince(node string) (time.Time, bool) {
+	t, ok := a.since[node]
+	return t, ok
+}
+
+// TestMaxMaintenanceSkipAfterLeavesOutLongMaintenances: a node in
+// maintenance for longer than skipAfter no longer counts; until then the
+// failing check says when the first one will stop counting.
+func TestMaxMaintenanceSkipAfterLeavesOutLongMaintenances(t *testing.T) {
+	base := cluster(node("n1"), node("n2"), node("n3")).with("p", inMaint, "n1", "n2").with("p", required, "n3")
+	cl := agesCluster{fakeCluster: base, since: map[string]time.Time{"n1": noon.Add(-2 * time.Hour), "n2": noon.Add(-10 * time.Minute)}}
+	mm := func(skip time.Duration) pitstopv1alpha1.CheckInstance {
+		m := &pitstopv1alpha1.MaxMaintenanceCheck{Max: 2, ProfileScoped: true}
+		if skip > 0 {
+			m.SkipAfter = &pitstopv1alpha1.Duration{Duration: skip}
+		}
+		return pitstopv1alpha1.CheckInstance{MaxMaintenance: m}
+	}
+	ctx := Context{Node: base.nodeOf("n3"), Profile: "p", Cluster: cl, Now: noon}
+	eval := func(inst pitstopv1alpha1.CheckInstance) Result {
+		t.Helper()
+		c, err := New(inst, Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Evaluate(t.Context(), ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := eval(mm(0)); r.Passed {
+		t.Fatalf("without skipAfter: %+v", r)
+	}
+	if r := eval(mm(time.Hour)); !r.Passed || r.Reason != "1 of 2 maintenance slots taken in profile p" {
+		t.Fatalf("skipAfter 1h, n1 in maintenance for 2h: %+v", r)
+	}
+	r := eval(mm(3 * time.Hour))
+	if r.Passed || !r.NextChange.Equal(noon.Add(time.Hour)) || !strings.Contains(r.Reason, "a node in maintenance for 3h0m0s stops counting") {
+		t.Fatalf("skipAfter 3h: %+v, want a failure changing at %s", r, noon.Add(time.Hour))
 	}
 }
