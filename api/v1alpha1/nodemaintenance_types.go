@@ -69,6 +69,14 @@ type DrainSpec struct {
 	// +optional
 	SkipPodsSelector *metav1.LabelSelector `json:"skipPodsSelector,omitempty"`
 
+	// ForceDeleteTerminating deletes without grace (as `kubectl delete
+	// --force`) a pod still terminating once its deletion grace period has
+	// passed: its kubelet is not finishing it, most often because the node
+	// is down. The pod's containers may still run on the node; set it for
+	// drains of nodes that may be unreachable. Each such deletion is an
+	// Event. The maintenance-controller's forceEviction.
+	// +optional
+	ForceDeleteTerminating bool `json:"forceDeleteTerminating,omitempty"`
 	// OnTimeout says what happens when Timeout passes with pods still on the node.
 	// +kubebuilder:default=Fail
 	// +optional

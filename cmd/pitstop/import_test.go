@@ -42,9 +42,9 @@ func TestImportPrintsProfilesTheAPIServerAccepts(t *testing.T) {
 		{
 			file:  "all.yaml",
 			env:   map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090", "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/x"},
-			names: []string{"Secret/pitstop-notifications", "os-patching"},
+			names: []string{"Secret/pitstop-notifications", "os-patching", "kvm"},
 			warns: true,
-			notes: []string{"all.yaml:145: note: profile \"os-patching\": in-maintenance: pitstop has no enter chains"},
+			notes: []string{"note: profile \"os-patching\": in-maintenance: pitstop has no enter chains"},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -100,7 +100,7 @@ func TestImportPrintsProfilesTheAPIServerAccepts(t *testing.T) {
 // no manifest.
 func TestImportRefusesAFileWithOneLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "maintenance.yaml")
-	seed := "instances:\n  check:\n  - type: kubernikusCount\n    name: nodes\n    config: {cluster: eu}\n"
+	seed := "instances:\n  check:\n  - type: kubernetesCount\n    name: nodes\n    config: {cluster: eu}\n"
 	if err := os.WriteFile(path, []byte(seed), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestImportRefusesAFileWithOneLine(t *testing.T) {
 	if code := execute([]string{"import", path}, &stdout, &stderr); code != 1 {
 		t.Errorf("exit code %d, want 1", code)
 	}
-	want := "pitstop: " + path + `:3: check instance "nodes": plugin type "kubernikusCount" is not supported`
+	want := "pitstop: " + path + `:3: check instance "nodes": unknown plugin type "kubernetesCount"`
 	if got := stderr.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != 1 {
 		t.Errorf("stderr = %q, want one line starting with %q", got, want)
 	}

@@ -126,8 +126,10 @@ func (e *Executor) Evict(ctx context.Context, pods []*corev1.Pod, gracePeriod *i
 // finished pods, and for the force-delete a drain timeout may call for.
 func (e *Executor) Delete(ctx context.Context, pods []*corev1.Pod, gracePeriod *int64) Result {
 	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult {
+		// Not DeleteOptions.Raw: controller-runtime overwrites its grace
+		// period and preconditions with the (unset) typed fields.
 		opts := deleteOptions(pod, gracePeriod)
-		err := e.Client.Delete(ctx, pod, &client.DeleteOptions{Raw: opts})
+		err := e.Client.Delete(ctx, pod, &client.DeleteOptions{GracePeriodSeconds: opts.GracePeriodSeconds, Preconditions: opts.Preconditions})
 		switch {
 		case err == nil:
 			return PodResult{Pod: pod, Outcome: Deleted}

@@ -67,7 +67,6 @@ func TestABadConfigurationNamesTheField(t *testing.T) {
 		{"bad duration", "intervals:\n  check:\n    period: soon\n", `"soon" is not a duration`},
 		{"short period", "intervals:\n  check:\n    period: 10ms\n", "intervals.check.period: must be at least 1s"},
 		{"jitter", "intervals:\n  check:\n    period: 1m\n    jitter: 2\n", "intervals.check.jitter: must be from 0 to 1"},
-		{"force without timeout", "intervals:\n  podEviction:\n    force: true\n", "intervals.podEviction.force: needs intervals.podEviction.timeout"},
 		{"no $AZ", "vCenters:\n  templateUrl: https://vc.example.com\n  credentials: {a: {username: u, password: p}}\n", "vCenters.templateUrl: \"https://vc.example.com\" has no $AZ"},
 		{"credentials in URL", "vCenters:\n  templateUrl: https://u:p@vc-$AZ.example.com\n  credentials: {a: {username: u, password: p}}\n", "vCenters.templateUrl: must not hold credentials"},
 		{"no password", "vCenters:\n  templateUrl: https://vc-$AZ.example.com\n  credentials: {b: {username: u}}\n", "vCenters.credentials.b: needs both username and password"},

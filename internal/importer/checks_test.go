@@ -188,8 +188,14 @@ func TestTriggerConversion(t *testing.T) {
 		{
 			name:   "makes an eviction that drains a drain trigger that evicts pods no controller owns, as the seed's",
 			typ:    "eviction",
-			config: []string{"action: drain", "forceEviction: true", "deletionTimeout: 5m"},
+			config: []string{"action: drain", "deletionTimeout: 5m"},
 			want:   pitstopv1alpha1.TriggerInstance{Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete}}},
+		},
+		{
+			name:   "makes forceEviction force-delete pods stuck terminating",
+			typ:    "eviction",
+			config: []string{"action: drain", "forceEviction: true"},
+			want:   pitstopv1alpha1.TriggerInstance{Drain: &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete, ForceDeleteTerminating: true}}},
 		},
 		{
 			name:   "makes an eviction that cordons a cordon trigger",

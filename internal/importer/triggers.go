@@ -146,6 +146,12 @@ func convertEviction(p *pluginConfig, d *triggerDef) {
 		}
 	}
 	if p.boolean("forceEviction") {
-		p.warnf("forceEviction", "forceEviction is dropped: pitstop does not force-delete pods stuck terminating; drain.timeout with drain.onTimeout: ForceDelete bounds a drain instead")
+		if d.spec.Drain == nil {
+			p.notef("forceEviction", "forceEviction is dropped: only a drain evicts pods")
+		} else {
+			// The seed force-deletes pods still terminating after their
+			// grace period.
+			d.spec.Drain.Drain.ForceDeleteTerminating = true
+		}
 	}
 }

@@ -31,12 +31,11 @@ func TestAMissingFileIsTheDefaults(t *testing.T) {
 
 func TestABadConfigurationNamesTheField(t *testing.T) {
 	for raw, want := range map[string]string{
-		"intervals:\n  requeue: 10ms\n":                 "intervals.requeue: must be at least 1s",
-		"intervals:\n  requeue: often\n":                `"often" is not a duration`,
-		"intervals:\n  podEviction:\n    force: true\n": "intervals.podEviction.force: needs intervals.podEviction.timeout",
-		"cloudProviderSecret:\n  name: cloud-config\n":  "cloudProviderSecret: needs name and namespace",
-		"interval:\n  requeue: 1m\n":                    `unknown field "interval"`,
-		"intervals:\n  podEviction:\n    period: 2h\n":  "intervals.podEviction.period: must be from 1s to 1h",
+		"intervals:\n  requeue: 10ms\n":                "intervals.requeue: must be at least 1s",
+		"intervals:\n  requeue: often\n":               `"often" is not a duration`,
+		"cloudProviderSecret:\n  name: cloud-config\n": "cloudProviderSecret: needs name and namespace",
+		"interval:\n  requeue: 1m\n":                   `unknown field "interval"`,
+		"intervals:\n  podEviction:\n    period: 2h\n": "intervals.podEviction.period: must be from 1s to 1h",
 	} {
 		if _, err := ParseConfig([]byte(raw)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", raw, err, want)

@@ -92,19 +92,18 @@ func NewCordonForProfile(node, profile string) *pitstopv1alpha1.NodeMaintenance 
 // SeedDrain is the drain of the maintenance-controller's ESX and
 // Kubernikus integrations in pitstop's terms: every pod but DaemonSet and
 // mirror pods (those no controller owns too), a refused eviction asked
-// again every period, and after timeout (none when zero) the drain fails,
-// or with force the pods left are deleted.
+// again every period, after timeout (none when zero) the drain fails, and
+// with force pods still terminating past their grace period are deleted
+// without grace.
 func SeedDrain(period, timeout time.Duration, force bool) pitstopv1alpha1.DrainSpec {
 	spec := pitstopv1alpha1.DrainSpec{
 		PodEvictionRetryInterval: &pitstopv1alpha1.Duration{Duration: period},
 		UnmanagedPods:            pitstopv1alpha1.UnmanagedPodsDelete,
 		OnTimeout:                pitstopv1alpha1.DrainTimeoutFail,
+		ForceDeleteTerminating:   force,
 	}
 	if timeout > 0 {
 		spec.Timeout = &pitstopv1alpha1.Duration{Duration: timeout}
-	}
-	if force {
-		spec.OnTimeout = pitstopv1alpha1.DrainTimeoutForceDelete
 	}
 	return spec
 }

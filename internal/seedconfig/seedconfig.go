@@ -33,8 +33,9 @@ type Timed struct {
 }
 
 // Eviction is the podEviction entry: how often a refused eviction is
-// asked again, how long the drain may take, and whether the pods left
-// then are deleted (force) or the drain fails.
+// asked again, how long the drain may take (then it fails), and whether
+// pods still terminating past their grace period are deleted without
+// grace (force), as the maintenance-controller's drain does.
 type Eviction struct {
 	Timed `json:",inline"`
 	Force bool `json:"force,omitempty"`
@@ -55,9 +56,6 @@ func (e *Eviction) Check(field string) []error {
 	}
 	if t := e.Timeout.Duration; t != 0 && t < time.Second {
 		errs = append(errs, fmt.Errorf("%s.timeout: must be at least 1s, got %s", field, t))
-	}
-	if e.Force && e.Timeout.Duration == 0 {
-		errs = append(errs, fmt.Errorf("%s.force: needs %s.timeout, after which the pods left are deleted", field, field))
 	}
 	return errs
 }

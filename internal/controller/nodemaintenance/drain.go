@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -73,6 +74,19 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	r.evicted.record(nm.Name, deleted, s.now)
 	recordResults(evicted, deleted)
 
+	stuckAfter := r.forceDeleteStuck(ctx, nm, plan.Terminating, s.now)
+	if nm.Spec.Drain.ForceDeleteTerminating {
+		// The pods this round evicted or deleted are stuck, if they are,
+		// once their grace period has passed: look then (a pod that only
+		// starts terminating wakes no drain).
+		for _, res := range append(evicted.With(drain.Evicted), deleted.With(drain.Deleted)...) {
+			until := time.Duration(graceOf(res.Pod, nm.Spec.Drain.GracePeriodSeconds))*time.Second + time.Second
+			if stuckAfter == 0 || until < stuckAfter {
+				stuckAfter = until
+			}
+		}
+	}
+
 	pdbs, err := r.refusingPDBs(ctx, evicted)
 	if err != nil {
 		return 0, true, err
@@ -85,7 +99,66 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	if backoff == 0 && evicted.Count(drain.Refused) > 0 {
 		backoff = retryInterval(nm)
 	}
-	return requeueFor(nm, evicted, deleted, backoff, waited), true, nil
+	after := requeueFor(nm, evicted, deleted, backoff, waited)
+	if stuckAfter > 0 {
+		after = min(after, stuckAfter)
+	}
+	return after, true, nil
+}
+
+// graceOf is the grace period a deletion of pod gets: the drain's
+// override, else the pod's own, else the API server's default.
+func graceOf(pod *corev1.Pod, override *int64) int64 {
+	switch {
+	case override != nil:
+		return *override
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return *pod.Spec.TerminationGracePeriodSeconds
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds
+}
+
+// forceDeleteStuck deletes without grace the terminating pods whose
+// deletion grace period has passed, when spec.drain.forceDeleteTerminating
+// says so, and returns when the next terminating pod's does (0: none).
+func (r *Reconciler) forceDeleteStuck(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance, terminating []*corev1.Pod, now time.Time) time.Duration {
+	if !nm.Spec.Drain.ForceDeleteTerminating {
+		return 0
+	}
+	var stuck []*corev1.Pod
+	var next time.Duration
+	for _, p := range terminating {
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		// Deletion timestamps are whole seconds, rounded down: a second
+		// more is sure to be past the grace period.
+		if until := p.DeletionTimestamp.Add(time.Second).Sub(now); until > 0 {
+			if next == 0 || until < next {
+				next = until
+			}
+			continue
+		}
+		stuck = append(stuck, p)
+	}
+	if len(stuck) == 0 {
+		return next
+	}
+	deleted := r.executor.Delete(ctx, stuck, ptr.To[int64](0))
+	recordResults(deleted)
+	if gone := deleted.With(drain.Deleted); len(gone) > 0 {
+		pods := make([]*corev1.Pod, len(gone))
+		for i, res := range gone {
+			pods[i] = res.Pod
+		}
+		r.recorder.Eventf(nm, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventForceDeleted, "Delete",
+			"spec.drain.forceDeleteTerminating: deleted without grace %d pods still terminating past their grace period (their kubelet is not finishing them): %s", len(pods), podList(pods, messageListLimit))
+	}
+	if err := deleted.FirstError(); err != nil {
+		nm.Status.LastError = err.Error()
+		return retryInterval(nm)
+	}
+	return next
 }
 
 // planOptions turns spec.drain into plan options.
