@@ -46,7 +46,9 @@ func awaitNodeLabel(t *testing.T, node, key, value string) {
 func createNode(t *testing.T, n *corev1.Node) {
 	t.Helper()
 	testutil.Create(t, env.Client, n)
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}) })
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
+	})
 }
 
 // TestRunWithESXFollowsTheVCenter runs `pitstop run --esx` as docs/esx.md
