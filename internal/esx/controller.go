@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -59,12 +60,15 @@ const (
 type Options struct {
 	// ConfigPath is the esx.yaml file, read before every check.
 	ConfigPath string
+	// Clock is the real clock unless a test sets one.
+	Clock clock.WithTicker
 }
 
 // Controller checks the hosts every intervals.check.period (more often
 // while a guest shuts down), on the leader only.
 type Controller struct {
 	client   client.Client
+	clock    clock.WithTicker
 	recorder events.EventRecorder
 	log      logr.Logger
 	path     string
@@ -78,8 +82,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	c := &Controller{
-		client: mgr.GetClient(), recorder: mgr.GetEventRecorder("pitstop-esx"),
+		client: mgr.GetClient(), clock: opts.Clock, recorder: mgr.GetEventRecorder("pitstop-esx"),
 		log: mgr.GetLogger().WithName("esx"), path: opts.ConfigPath, cfg: cfg,
 	}
 	return c, mgr.Add(c)
@@ -96,7 +103,7 @@ func (c *Controller) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(next):
+		case <-c.clock.After(next):
 		}
 	}
 }
@@ -268,7 +275,7 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 		if st.Maintenance == InMaintenanceAlarm {
 			why = "alarmed (" + st.Alarm + ")"
 		}
-		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, "ESXHostMaintenance", "Drain", "ESX host %s is %s: draining the node, then shutting its VM down", host, why)
+		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventHostMaintenance, "Drain", "ESX host %s is %s: draining the node, then shutting its VM down", host, why)
 	}
 	nm, err := c.drain(ctx, cfg, n, st)
 	if err != nil || nm == nil {
@@ -276,7 +283,7 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 	}
 	done, status, err := maintenance.Progress(nm)
 	if err != nil {
-		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, "ESXDrainFailed", "Drain", "the VM stays on until the drain is done: %v", err)
+		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventDrainFailed, "Drain", "the VM stays on until the drain is done: %v", err)
 		return false, err
 	}
 	if !done {
@@ -284,25 +291,25 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 		return true, nil
 	}
 	if !found {
-		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, "ESXVMNotFound", "Shutdown", "no VM named %s in the vCenter of ESX host %s: nothing to shut down", n.Name, host)
+		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventVMNotFound, "Shutdown", "no VM named %s in the vCenter of ESX host %s: nothing to shut down", n.Name, host)
 		return false, fmt.Errorf("no VM named %s in the vCenter", n.Name)
 	}
 	if m.power == vimtypes.VirtualMachinePowerStatePoweredOff {
 		return false, nil
 	}
-	started, asked := shutdownStarted(n)
+	started, asked := shutdownStarted(n, c.clock.Now())
 	if !asked {
 		if err := vc.shutdownGuest(ctx, m); err != nil {
-			c.recorder.Eventf(n, nil, corev1.EventTypeWarning, "ESXGuestShutdownFailed", "PowerOff", "the guest of VM %s cannot shut down (%v): powering it off", n.Name, err)
+			c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventGuestShutdownFailed, "PowerOff", "the guest of VM %s cannot shut down (%v): powering it off", n.Name, err)
 			return false, c.powerOff(ctx, vc, n, m)
 		}
-		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, "ESXGuestShutdown", "Shutdown", "drained: the guest of VM %s is shutting down (powered off after %s)", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
-		return true, nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationShutdownStarted: time.Now().UTC().Format(time.RFC3339)})
+		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventGuestShutdown, "Shutdown", "drained: the guest of VM %s is shutting down (powered off after %s)", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
+		return true, nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationShutdownStarted: c.clock.Now().UTC().Format(time.RFC3339)})
 	}
-	if wait := cfg.Intervals.VMShutdown.Timeout.Duration - time.Since(started); wait > 0 {
+	if wait := cfg.Intervals.VMShutdown.Timeout.Duration - c.clock.Since(started); wait > 0 {
 		return true, nil
 	}
-	c.recorder.Eventf(n, nil, corev1.EventTypeWarning, "ESXGuestShutdownTimedOut", "PowerOff", "the guest of VM %s did not shut down within %s: powering it off", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
+	c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventGuestShutdownTimedOut, "PowerOff", "the guest of VM %s did not shut down within %s: powering it off", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
 	return false, c.powerOff(ctx, vc, n, m)
 }
 
@@ -313,8 +320,9 @@ func (c *Controller) powerOff(ctx context.Context, vc *vcenter, n *corev1.Node, 
 	return nil
 }
 
-// shutdownStarted is when the guest was asked to shut down.
-func shutdownStarted(n *corev1.Node) (time.Time, bool) {
+// shutdownStarted is when the guest was asked to shut down; an unreadable
+// record counts from now.
+func shutdownStarted(n *corev1.Node, now time.Time) (time.Time, bool) {
 	v, ok := n.Annotations[AnnotationShutdownStarted]
 	if !ok {
 		return time.Time{}, false
@@ -322,7 +330,7 @@ func shutdownStarted(n *corev1.Node) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
 		// Unreadable: count from now rather than power off at once.
-		return time.Now(), true
+		return now, true
 	}
 	return t, true
 }
@@ -352,7 +360,7 @@ func (c *Controller) restore(ctx context.Context, vc *vcenter, n *corev1.Node, m
 		if err := vc.powerOn(ctx, m); err != nil {
 			return fmt.Errorf("powering on VM %s: %w", n.Name, err)
 		}
-		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, "ESXPoweredOn", "PowerOn", "ESX host %s is back: VM %s powered on", n.Labels[LabelHost], n.Name)
+		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventPoweredOn, "PowerOn", "ESX host %s is back: VM %s powered on", n.Labels[LabelHost], n.Name)
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: maintenance.Name(maintenance.PrefixESX, n.Name)}}
 	if err := c.client.Delete(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
@@ -361,7 +369,7 @@ func (c *Controller) restore(ctx context.Context, vc *vcenter, n *corev1.Node, m
 	if err := nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationRebootInitiated: nil, AnnotationShutdownStarted: nil}); err != nil {
 		return err
 	}
-	c.recorder.Eventf(n, nil, corev1.EventTypeNormal, "ESXHostBack", "Restore", "ESX host %s is out of maintenance: node restored", n.Labels[LabelHost])
+	c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventHostBack, "Restore", "ESX host %s is out of maintenance: node restored", n.Labels[LabelHost])
 	return nil
 }
 

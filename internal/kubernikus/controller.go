@@ -143,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err := r.client.Delete(ctx, nm); err != nil {
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
-			r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusDeletionCancelled", "Restore", "%s is gone before the server was deleted: node restored", LabelDeleteNode)
+			r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventDeletionCancelled, "Restore", "%s is gone before the server was deleted: node restored", LabelDeleteNode)
 		}
 		return requeue, nil
 	}
@@ -156,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	done, status, err := maintenance.Progress(nm)
 	if err != nil {
-		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, "KubernikusDrainFailed", "Drain", "the server is kept until the drain is done: %v", err)
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventDrainFailed, "Drain", "the server is kept until the drain is done: %v", err)
 		return requeue, nil
 	}
 	if !done {
@@ -169,14 +169,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	id, err := r.opts.Accounts.DeleteServer(ctx, cc, node.Name)
 	if err != nil {
-		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, "KubernikusDeleteFailed", "Delete", "deleting the server of node %s: %v", node.Name, err)
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "deleting the server of node %s: %v", node.Name, err)
 		return requeue, err
 	}
 	if id == "" {
-		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusServerGone", "Delete", "drained; no server is named %s any more", node.Name)
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventServerGone, "Delete", "drained; no server is named %s any more", node.Name)
 		id = "none"
 	} else {
-		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusServerDeleted", "Delete", "drained; server %s (%s) deleted: its node pool replaces it", node.Name, id)
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventServerDeleted, "Delete", "drained; server %s (%s) deleted: its node pool replaces it", node.Name, id)
 	}
 	return requeue, nodepatch.Meta(ctx, r.client, node, "annotations", map[string]any{AnnotationServerDeleted: id})
 }
@@ -192,7 +192,7 @@ func (r *Reconciler) drain(ctx context.Context, cfg *Config, node *corev1.Node, 
 		},
 	})
 	if created {
-		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, "KubernikusDrain", "Drain", "%s=true: draining the node (NodeMaintenance %s), then deleting its server", LabelDeleteNode, name)
+		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventDrain, "Drain", "%s=true: draining the node (NodeMaintenance %s), then deleting its server", LabelDeleteNode, name)
 	}
 	return nm, err
 }

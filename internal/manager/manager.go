@@ -391,7 +391,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
-	checks, err := checkDeps(mgr, opts)
+	// The Kubernikus integration and kubernikusCount checks share their
+	// OpenStack clients, and so their tokens.
+	accounts := kubernikus.NewAccounts()
+	checks, err := checkDeps(mgr, opts, accounts)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +427,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.Kubernikus {
-		k := kubernikus.Options{ConfigPath: opts.KubernikusConfig, CloudConfigPath: opts.OpenStackCloudConfig, Accounts: openStackAccounts}
+		k := kubernikus.Options{ConfigPath: opts.KubernikusConfig, CloudConfigPath: opts.OpenStackCloudConfig, Accounts: accounts}
 		if _, err := kubernikus.Setup(mgr, k); err != nil {
 			return nil, fmt.Errorf("setting up the Kubernikus integration (--kubernikus): %w", err)
 		}
@@ -452,7 +455,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 // credentials come from, read from the API server as notifications read
 // them (no watch on Secrets). The profile controller and its webhook get
 // the same.
-func checkDeps(mgr ctrl.Manager, opts Options) (check.Deps, error) {
+func checkDeps(mgr ctrl.Manager, opts Options, accounts *kubernikus.Accounts) (check.Deps, error) {
 	allow, err := check.ParseURLPrefixes(opts.PrometheusURLAllow)
 	if err != nil {
 		return check.Deps{}, &FlagError{"prometheus-url-allow", strings.Join(opts.PrometheusURLAllow, ","), err.Error()}
@@ -460,14 +463,10 @@ func checkDeps(mgr ctrl.Manager, opts Options) (check.Deps, error) {
 	return check.Deps{
 		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow,
 		Secrets: mgr.GetAPIReader(), Namespace: opts.LeaderElectionNamespace,
-		Kubernikus: kubernikus.Pools{Accounts: openStackAccounts, CloudConfigPath: opts.OpenStackCloudConfig},
+		Kubernikus: kubernikus.Pools{Accounts: accounts, CloudConfigPath: opts.OpenStackCloudConfig},
 		Reader:     mgr.GetAPIReader(),
 	}, nil
 }
-
-// openStackAccounts are the OpenStack clients of the process: the
-// Kubernikus integration and kubernikusCount checks share their tokens.
-var openStackAccounts = kubernikus.NewAccounts()
 
 // metricsOptions serves the metrics on addr: off a loopback IP, only to a
 // bearer token the API server accepts (TokenReview) of a user it allows to

@@ -1,0 +1,13 @@
+package esx
+
+// Reasons of the Events the ESX integration records on nodes.
+const (
+	EventHostMaintenance       = "ESXHostMaintenance"
+	EventDrainFailed           = "ESXDrainFailed"
+	EventVMNotFound            = "ESXVMNotFound"
+	EventGuestShutdown         = "ESXGuestShutdown"
+	EventGuestShutdownFailed   = "ESXGuestShutdownFailed"
+	EventGuestShutdownTimedOut = "ESXGuestShutdownTimedOut"
+	EventPoweredOn             = "ESXPoweredOn"
+	EventHostBack              = "ESXHostBack"
+)

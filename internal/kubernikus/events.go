@@ -1,0 +1,11 @@
+package kubernikus
+
+// Reasons of the Events the Kubernikus integration records on nodes.
+const (
+	EventDrain             = "KubernikusDrain"
+	EventDrainFailed       = "KubernikusDrainFailed"
+	EventDeleteFailed      = "KubernikusDeleteFailed"
+	EventServerDeleted     = "KubernikusServerDeleted"
+	EventServerGone        = "KubernikusServerGone"
+	EventDeletionCancelled = "KubernikusDeletionCancelled"
+)
