@@ -717,9 +717,19 @@ type Transition struct {
 	Next MaintenanceState `json:"next"`
 }
 
-// StateSpec is what a state does: its transitions, first passing wins,
-// and the notifications sent while a node is in it.
+// StateSpec is what a state does: its enter triggers, its transitions,
+// first passing wins, and the notifications sent while a node is in it.
 type StateSpec struct {
+	// Enter names triggers run, in order, once a node has entered the
+	// state: the node's state changes first, then they run, and they are
+	// run again until each is done (a drain until the node is empty). The
+	// state's transitions are evaluated, and its notifications sent, only
+	// once they are. A transition into the state runs its own triggers
+	// before the node moves; these run after. A node whose profile starts
+	// selecting it enters operational without running them.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Enter []string `json:"enter,omitempty"`
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Transitions []Transition `json:"transitions,omitempty"`

@@ -44,7 +44,7 @@ func TestImportPrintsProfilesTheAPIServerAccepts(t *testing.T) {
 			env:   map[string]string{"MAX_PARALLEL": "1", "PROMETHEUS_URL": "http://prometheus.monitoring:9090", "SLACK_HOOK": "https://hooks.slack.com/services/T0/B0/x"},
 			names: []string{"Secret/pitstop-notifications", "os-patching", "kvm"},
 			warns: true,
-			notes: []string{"note: profile \"os-patching\": in-maintenance: pitstop has no enter chains"},
+			notes: []string{"note: trigger instance \"uncordon\": uncordon becomes restore"},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -121,6 +121,11 @@ func seedProfile(ev fleet.Evaluation, plugins map[string]string) SeedProfileResu
 	state := string(ev.Record.Current)
 	res := SeedProfileResult{Name: ev.Profile, State: state, Applied: SeedApplyResult{Next: state, Transitions: []SeedTransitionResult{}, Error: ev.Error}}
 	d := ev.Decision
+	if res.Applied.Error == "" {
+		// As the maintenance-controller reports a state's enter chain
+		// that is not done.
+		res.Applied.Error = d.Entering
+	}
 	if d.Take >= 0 && d.Take < len(d.Evaluations) && d.Evaluations[d.Take].Blocked == "" {
 		res.Applied.Next = string(d.Evaluations[d.Take].Next)
 	}

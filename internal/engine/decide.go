@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -67,6 +68,20 @@ type Decision struct {
 	// NextChange is the earliest time a check's answer can change by
 	// itself; zero when only a change in the cluster can.
 	NextChange time.Time `json:"nextChange"`
+	// Entering says what the enter triggers of the node's state, not all
+	// done since it entered, wait for; the state's transitions are not
+	// evaluated until they are (Evaluations is empty).
+	Entering string `json:"entering,omitempty"`
+}
+
+// EnteringDecision is the decision about a node whose state's enter
+// triggers are not done: it stays, and why says what they wait for.
+func EnteringDecision(state pitstopv1alpha1.MaintenanceState, triggers []string, why string) Decision {
+	text := fmt.Sprintf("entering %s: its enter triggers (%s) run before its transitions", state, strings.Join(triggers, ", "))
+	if why != "" {
+		text = fmt.Sprintf("entering %s: %s", state, why)
+	}
+	return Decision{Take: -1, Entering: text}
 }
 
 // Decide evaluates the current state's transitions in order; the first one
@@ -123,6 +138,7 @@ func (d Decision) Blocking() []string {
 			out = append(out, s)
 		}
 	}
+	add(d.Entering)
 	for _, t := range d.Evaluations {
 		add(t.Blocked)
 		for _, c := range t.Checks {

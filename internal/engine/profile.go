@@ -22,6 +22,8 @@ type Profile struct {
 	Name        string
 	Generation  int64
 	Transitions map[pitstopv1alpha1.MaintenanceState][]CompiledTransition
+	// Enter are the triggers each state runs once a node has entered it.
+	Enter map[pitstopv1alpha1.MaintenanceState][]string
 }
 
 // States lists the states with their field names, in order.
@@ -56,9 +58,18 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
 	for _, t := range p.Spec.Triggers {
 		triggers[t.Name] = true
 	}
-	out := &Profile{Name: p.Name, Generation: p.Generation, Transitions: map[pitstopv1alpha1.MaintenanceState][]CompiledTransition{}}
+	out := &Profile{Name: p.Name, Generation: p.Generation, Transitions: map[pitstopv1alpha1.MaintenanceState][]CompiledTransition{},
+		Enter: map[pitstopv1alpha1.MaintenanceState][]string{}}
 	states := p.Spec.States
 	for _, st := range States {
+		for j, name := range st.Spec(&states).Enter {
+			if !triggers[name] {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "states", st.Field, "enter").Index(j), name, "no trigger of that name in spec.triggers"))
+			}
+		}
+		if enter := st.Spec(&states).Enter; len(enter) > 0 {
+			out.Enter[st.State] = enter
+		}
 		path := field.NewPath("spec", "states", st.Field, "transitions")
 		for i, t := range st.Spec(&states).Transitions {
 			expr, err := CompileExpression(t.Check, checks)
@@ -88,8 +99,9 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
 // way: it would stay cordoned, and its drain's NodeMaintenance would stay
 // behind, while the profile counts it operational. A state is drained when
 // a transition into it drains the node (a drain trigger not followed by a
-// restore in its list), or when a transition without a restore leaves a
-// drained state for it.
+// restore, in the transition's triggers and then the state's enter
+// triggers), or when a transition without a restore leaves a drained state
+// for it.
 func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 	kinds := map[string]string{}
 	for _, t := range p.Spec.Triggers {
@@ -113,20 +125,24 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 					continue
 				}
 				from, drained := drainedBy[st.State]
-				for j, name := range t.Triggers {
-					switch kinds[name] {
-					case "drain":
-						from, drained = fmt.Sprintf("trigger %s (%s)", name, path.Index(i).Child("triggers").Index(j)), true
-					case "restore":
-						drained = false
+				run := func(names []string, at *field.Path) {
+					for j, name := range names {
+						switch kinds[name] {
+						case "drain":
+							from, drained = fmt.Sprintf("trigger %s (%s)", name, at.Index(j)), true
+						case "restore":
+							drained = false
+						}
 					}
 				}
+				run(t.Triggers, path.Index(i).Child("triggers"))
+				run(enterOf(&states, t.Next), field.NewPath("spec", "states", fieldOf(t.Next), "enter"))
 				if !drained {
 					continue
 				}
 				if t.Next == pitstopv1alpha1.StateOperational {
 					errs = append(errs, field.Invalid(path.Index(i).Child("triggers"), t.Triggers,
-						fmt.Sprintf("a node drained by %s returns to operational here without a restore trigger after the drain, and would stay cordoned; add a restore trigger to this transition", from)))
+						fmt.Sprintf("a node drained by %s returns to operational here without a restore trigger after the drain, and would stay cordoned; add a restore trigger to this transition or to operational's enter triggers", from)))
 				}
 				if _, done := drainedBy[t.Next]; !done {
 					drainedBy[t.Next], changed = from, true
@@ -137,18 +153,49 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 	return errs
 }
 
+// enterOf is the enter triggers of state s.
+func enterOf(states *pitstopv1alpha1.StatesSpec, s pitstopv1alpha1.MaintenanceState) []string {
+	for _, st := range States {
+		if st.State == s {
+			return st.Spec(states).Enter
+		}
+	}
+	return nil
+}
+
+// fieldOf is the field name of state s under spec.states.
+func fieldOf(s pitstopv1alpha1.MaintenanceState) string {
+	for _, st := range States {
+		if st.State == s {
+			return st.Field
+		}
+	}
+	return string(s)
+}
+
 // Passes says whether a transition of the record's state passes on the
 // check results the record keeps from the node's last evaluation: whether
-// the node was moving on (its triggers running, say) rather than waiting
+// the node was moving on (its triggers running, say, or its state's enter
+// triggers) rather than waiting
 // for a check. A budget slot that could not be taken is recorded as its
 // check failing, so a node waiting for a slot does not pass.
 func (p *Profile) Passes(pr ProfileRecord) bool {
+	if p.Entering(pr) {
+		return true // its enter triggers are running
+	}
 	for _, t := range p.Transitions[pr.Current] {
 		if ok, err := t.Expression.Eval(pr.Checks); err == nil && ok {
 			return true
 		}
 	}
 	return false
+}
+
+// Entering says whether the node has entered its state in the record and
+// the state's enter triggers are not done yet: its transitions wait for
+// them.
+func (p *Profile) Entering(pr ProfileRecord) bool {
+	return pr.Entering && len(p.Enter[pr.Current]) > 0
 }
 
 func toErrors(list field.ErrorList) []error {

@@ -23,33 +23,37 @@ func TestPasses(t *testing.T) {
 			},
 			States: pitstopv1alpha1.StatesSpec{
 				Operational: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "needed", Next: required}}},
-				MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+				MaintenanceRequired: pitstopv1alpha1.StateSpec{Enter: []string{"mark"}, Transitions: []pitstopv1alpha1.Transition{
 					{Check: "!needed", Next: operational},
 					{Check: "budget || urgent", Next: inMaint},
 				}},
 				InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "", Next: operational}}},
 			},
+			Triggers: []pitstopv1alpha1.TriggerInstance{{Name: "mark", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: "mark", Remove: true}}},
 		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name   string
-		state  pitstopv1alpha1.MaintenanceState
-		checks map[string]bool
-		want   bool
+		name     string
+		state    pitstopv1alpha1.MaintenanceState
+		checks   map[string]bool
+		entering bool
+		want     bool
 	}{
-		{"fails when the only transition's check failed", operational, map[string]bool{"needed": false}, false},
-		{"passes when the only transition's check passed", operational, map[string]bool{"needed": true}, true},
-		{"fails when no check was recorded", operational, nil, false},
-		{"fails when every transition's check failed (a budget slot not taken)", required, map[string]bool{"needed": true, "budget": false, "urgent": false}, false},
-		{"passes when a later transition's check passed", required, map[string]bool{"needed": true, "budget": false, "urgent": true}, true},
-		{"passes when the first transition's check passed", required, map[string]bool{"needed": false, "budget": false}, true},
-		{"passes a transition without a check", inMaint, nil, true},
+		{"passes while the state's enter triggers run", required, map[string]bool{"needed": true, "budget": false}, true, true},
+		{"an entering record of a state without enter triggers is judged by its checks", operational, map[string]bool{"needed": false}, true, false},
+		{"fails when the only transition's check failed", operational, map[string]bool{"needed": false}, false, false},
+		{"passes when the only transition's check passed", operational, map[string]bool{"needed": true}, false, true},
+		{"fails when no check was recorded", operational, nil, false, false},
+		{"fails when every transition's check failed (a budget slot not taken)", required, map[string]bool{"needed": true, "budget": false, "urgent": false}, false, false},
+		{"passes when a later transition's check passed", required, map[string]bool{"needed": true, "budget": false, "urgent": true}, false, true},
+		{"passes when the first transition's check passed", required, map[string]bool{"needed": false, "budget": false}, false, true},
+		{"passes a transition without a check", inMaint, nil, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := p.Passes(ProfileRecord{Current: tc.state, Checks: tc.checks}); got != tc.want {
+			if got := p.Passes(ProfileRecord{Current: tc.state, Checks: tc.checks, Entering: tc.entering}); got != tc.want {
 				t.Errorf("Passes = %v, want %v", got, tc.want)
 			}
 		})
@@ -233,6 +237,28 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required, "cordon")}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
 		}, "a node drained by trigger cordon (spec.states.operational.transitions[0].triggers[0]) returns to operational here without a restore trigger"},
+		{"drain entering in-maintenance, restore entering operational", pitstopv1alpha1.StatesSpec{
+			Operational:         pitstopv1alpha1.StateSpec{Enter: []string{"restore"}, Transitions: []pitstopv1alpha1.Transition{tr(required)}},
+			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
+			InMaintenance:       pitstopv1alpha1.StateSpec{Enter: []string{"drain"}, Transitions: []pitstopv1alpha1.Transition{tr(operational), tr(operational, "mark")}},
+		}, ""},
+		{"drain entering in-maintenance, restore in one way out only", pitstopv1alpha1.StatesSpec{
+			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required)}},
+			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint)}},
+			InMaintenance:       pitstopv1alpha1.StateSpec{Enter: []string{"mark", "drain"}, Transitions: []pitstopv1alpha1.Transition{tr(operational, "restore"), tr(operational, "mark")}},
+		}, "spec.states.inMaintenance.transitions[1].triggers: Invalid value: [\"mark\"]: a node drained by trigger drain (spec.states.inMaintenance.enter[1]) returns to operational here without a restore trigger after the drain, and would stay cordoned; add a restore trigger to this transition or to operational's enter triggers"},
+		{"operational's enter restores after a transition's drain", pitstopv1alpha1.StatesSpec{
+			Operational:         pitstopv1alpha1.StateSpec{Enter: []string{"restore"}, Transitions: []pitstopv1alpha1.Transition{tr(required)}},
+			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational, "drain")}},
+		}, ""},
+		{"a drain entering operational", pitstopv1alpha1.StatesSpec{
+			Operational:         pitstopv1alpha1.StateSpec{Enter: []string{"restore", "drain"}, Transitions: []pitstopv1alpha1.Transition{tr(required)}},
+			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
+		}, "a node drained by trigger drain (spec.states.operational.enter[1]) returns to operational here"},
+		{"an enter trigger that does not exist", pitstopv1alpha1.StatesSpec{
+			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint)}},
+			InMaintenance: pitstopv1alpha1.StateSpec{Enter: []string{"drian"}, Transitions: []pitstopv1alpha1.Transition{tr(operational, "restore")}},
+		}, `spec.states.inMaintenance.enter[0]: Invalid value: "drian": no trigger of that name in spec.triggers`},
 		{"no drain at all", pitstopv1alpha1.StatesSpec{
 			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
 			InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},

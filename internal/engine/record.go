@@ -24,6 +24,10 @@ type ProfileRecord struct {
 	Previous pitstopv1alpha1.MaintenanceState `json:"previous"`
 	// Since is when the node entered Current.
 	Since Stamp `json:"since"`
+	// Entering says that Current's enter triggers have not all been done
+	// since the node entered it: they run before its transitions are
+	// evaluated.
+	Entering bool `json:"entering,omitempty"`
 	// Failures counts the failed attempts in a row at leaving Current (a
 	// trigger or a budget slot failed); LastError is the last one's message
 	// and RetryAt when the next attempt may start. Kept on the node, so a
@@ -113,10 +117,21 @@ func (r Record) HeldBy() string {
 	return names[0]
 }
 
-// Move records a transition of profile to next at now.
-func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now time.Time) {
+// Move records a transition of profile to next at now; entering says
+// that next has enter triggers to run.
+func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now time.Time, entering bool) {
 	pr := r.Profiles[profile]
-	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: stamp(now)}
+	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: stamp(now), Entering: entering}
+}
+
+// Entered records that the enter triggers of the profile's state are done.
+func (r *Record) Entered(profile string) {
+	pr, ok := r.Profiles[profile]
+	if !ok {
+		return
+	}
+	pr.Entering, pr.Failures, pr.LastError, pr.RetryAt = false, 0, "", nil
+	r.Profiles[profile] = pr
 }
 
 // stamp is when a state was entered as the record keeps it: to the
@@ -309,7 +324,9 @@ func readSeedRecord(node, data string) (Record, error) {
 				return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: unknown state %q", node, pitstopv1alpha1.AnnotationSeedData, name, st)
 			}
 		}
-		r.Profiles[name] = ProfileRecord{Current: p.Current, Previous: p.Previous, Since: stamp(p.Transition)}
+		// The maintenance-controller runs a state's enter triggers while
+		// its previous state differs from the current one.
+		r.Profiles[name] = ProfileRecord{Current: p.Current, Previous: p.Previous, Since: stamp(p.Transition), Entering: p.Current != p.Previous}
 	}
 	return r, nil
 }

@@ -24,8 +24,8 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 	if r.Profiles["os"].Current != operational || !r.Profiles["k8s"].Since.Time.Equal(t0) {
 		t.Fatalf("new profiles not operational since t0: %+v", r.Profiles)
 	}
-	r.Move("os", required, t0.Add(time.Minute))
-	r.Move("os", inMaint, t0.Add(2*time.Minute))
+	r.Move("os", required, t0.Add(time.Minute), false)
+	r.Move("os", inMaint, t0.Add(2*time.Minute), false)
 	if r.HeldBy() != "os" || r.MostSevere() != inMaint || r.Profiles["os"].Previous != required {
 		t.Fatalf("after moves: held by %q, most severe %s, %+v", r.HeldBy(), r.MostSevere(), r.Profiles["os"])
 	}
@@ -61,7 +61,7 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 		t.Error("profile os dropped while it holds the node in maintenance")
 	}
 	back.Sync([]string{"os"}, t0.Add(time.Hour))
-	back.Move("os", required, t0.Add(2*time.Hour))
+	back.Move("os", required, t0.Add(2*time.Hour), false)
 	back.Sync([]string{}, t0.Add(2*time.Hour))
 	if _, ok := back.Profiles["os"]; !ok {
 		t.Error("profile os dropped while the node is maintenance-required for it")
@@ -111,7 +111,7 @@ func TestSinceIsRoundedUpToTheMillisecond(t *testing.T) {
 	entered := time.Date(2026, 11, 22, 10, 0, 0, 600_400_000, time.UTC)
 	r := Record{Profiles: map[string]ProfileRecord{}}
 	r.Sync([]string{"os"}, entered)
-	r.Move("os", required, entered)
+	r.Move("os", required, entered, false)
 	want := time.Date(2026, 11, 22, 10, 0, 0, 601_000_000, time.UTC)
 	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
 		t.Fatalf("since %s in memory, want %s", got, want)
@@ -123,7 +123,7 @@ func TestSinceIsRoundedUpToTheMillisecond(t *testing.T) {
 	if got := back.Profiles["os"].Since.Time; !got.Equal(want) {
 		t.Fatalf("since %s read back, want %s", got, want)
 	}
-	r.Move("os", inMaint, want) // a whole millisecond stays as it is
+	r.Move("os", inMaint, want, false) // a whole millisecond stays as it is
 	if got := r.Profiles["os"].Since.Time; !got.Equal(want) {
 		t.Fatalf("since %s for a whole millisecond, want %s", got, want)
 	}
@@ -146,7 +146,7 @@ func TestRecordTimesAcrossVersions(t *testing.T) {
 	}
 
 	entered := time.Date(2026, 11, 22, 10, 0, 0, 250_000_000, time.FixedZone("CET", 3600))
-	rec.Move("os", operational, entered)
+	rec.Move("os", operational, entered, false)
 	var earlier struct {
 		Profiles map[string]struct {
 			Since metav1.Time `json:"since"`
@@ -177,7 +177,7 @@ func TestNotifiedIsNeverBeforeSince(t *testing.T) {
 	entered := time.Date(2026, 11, 22, 10, 0, 0, 600_400_000, time.UTC)
 	r := Record{Profiles: map[string]ProfileRecord{}}
 	r.Sync([]string{"os"}, entered)
-	r.Move("os", required, entered)
+	r.Move("os", required, entered, false)
 	sent := r.Profiles["os"].Since.Add(500 * time.Microsecond) // the earliest a notification can be due
 	r.Notified("os", "slack", sent)
 	back, err := ReadRecord(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: r.Encode()}}})
@@ -204,11 +204,13 @@ func TestTheMaintenanceControllersRecordIsTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ProfileRecord{Current: pitstopv1alpha1.StateInMaintenance, Previous: pitstopv1alpha1.StateMaintenanceRequired, Since: Stamp{Time: time.Date(2026, 11, 20, 10, 0, 0, 500e6, time.UTC)}}
-	if got := r.Profiles["flatcar"]; got.Current != want.Current || got.Previous != want.Previous || !got.Since.Equal(want.Since.Time) {
+	// Its previous state differs from its current one: the seed has not
+	// run the state's enter chain through yet, so pitstop runs it.
+	want := ProfileRecord{Current: pitstopv1alpha1.StateInMaintenance, Previous: pitstopv1alpha1.StateMaintenanceRequired, Since: Stamp{Time: time.Date(2026, 11, 20, 10, 0, 0, 500e6, time.UTC)}, Entering: true}
+	if got := r.Profiles["flatcar"]; got.Current != want.Current || got.Previous != want.Previous || !got.Since.Equal(want.Since.Time) || !got.Entering {
 		t.Errorf("flatcar = %+v, want %+v", got, want)
 	}
-	if got := r.Profiles["k8s"]; got.Current != pitstopv1alpha1.StateOperational || len(r.Profiles) != 2 {
+	if got := r.Profiles["k8s"]; got.Current != pitstopv1alpha1.StateOperational || got.Entering || len(r.Profiles) != 2 {
 		t.Errorf("profiles = %+v", r.Profiles)
 	}
 	if r.MostSevere() != pitstopv1alpha1.StateInMaintenance {

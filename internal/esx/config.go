@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -76,15 +75,7 @@ const (
 
 // LoadConfig reads and checks the file at path.
 func LoadConfig(path string) (*Config, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the ESX configuration: %w", err)
-	}
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		return nil, fmt.Errorf("the ESX configuration %s: %w", path, err)
-	}
-	return cfg, nil
+	return seedconfig.Load(path, "the ESX configuration", false, ParseConfig)
 }
 
 // ParseConfig reads a configuration, fills in the defaults and checks it;

@@ -28,7 +28,10 @@ func (r *NodeReport) WriteText(w io.Writer) error {
 		if e.Record.Failures > 0 {
 			p.line(1, "%d failed attempts in a row; last: %s", e.Record.Failures, e.Record.LastError)
 		}
-		if len(e.Decision.Evaluations) == 0 && e.Error == "" {
+		if e.Decision.Entering != "" {
+			p.line(1, "%s", e.Decision.Entering)
+		}
+		if len(e.Decision.Evaluations) == 0 && e.Error == "" && e.Decision.Entering == "" {
 			p.line(1, "no transition leaves %s", e.Record.Current)
 		}
 		for _, t := range e.Decision.Evaluations {

@@ -79,7 +79,9 @@ func (ds *Decisions) Last(node, profile string, pr engine.ProfileRecord) (Decide
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	d, ok := ds.byNode[node][profile]
-	if !ok || d.state != pr.Current || !d.since.Equal(pr.Since.Time) {
+	// A decision made while the state's enter triggers ran is stale once
+	// the record says they are done.
+	if !ok || d.state != pr.Current || !d.since.Equal(pr.Since.Time) || d.Decision.Entering != "" && !pr.Entering {
 		return Decided{}, false
 	}
 	return d, true
@@ -116,6 +118,9 @@ const (
 // or failed as the engine last recorded it on the node, without a reason.
 func recordedDecision(c *Compiled, record engine.Record, profile string, now time.Time) engine.Decision {
 	pr := record.Profiles[profile]
+	if c.Engine.Entering(pr) {
+		return engine.EnteringDecision(pr.Current, c.Engine.Enter[pr.Current], WaitingToRetry(pr, now))
+	}
 	in := engine.Input{State: pr.Current, Transitions: c.Engine.Transitions[pr.Current], Results: map[string]check.Result{}, Errors: map[string]error{}}
 	if held := record.HeldBy(); held != "" && held != profile {
 		in.HeldElsewhere = held

@@ -119,3 +119,45 @@ func TestTheLastDecisionIsOnlyServedForTheStateItWasMadeIn(t *testing.T) {
 		t.Error("a decision about a node that is gone is still served")
 	}
 }
+
+// TestADecisionWhileEnteringIsServedOnlyWhileTheRecordSaysSo: a node
+// whose state's enter triggers run gets no transitions from the record
+// (they are not evaluated yet), only what it waits for; the engine's
+// decision made while they ran is not served once the record says they
+// are done.
+func TestADecisionWhileEnteringIsServedOnlyWhileTheRecordSaysSo(t *testing.T) {
+	c, err := Compile(&pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "reboot"},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			Checks:   []pitstopv1alpha1.CheckInstance{{Name: "wanted", HasAnnotation: &pitstopv1alpha1.KeyValueCheck{Key: "reboot-needed"}}},
+			Triggers: []pitstopv1alpha1.TriggerInstance{{Name: "mark", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: "mark", Remove: true}}},
+			States: pitstopv1alpha1.StatesSpec{
+				Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "wanted", Next: pitstopv1alpha1.StateInMaintenance}}},
+				InMaintenance: pitstopv1alpha1.StateSpec{Enter: []string{"mark"}, Transitions: []pitstopv1alpha1.Transition{{Check: "!wanted", Next: pitstopv1alpha1.StateOperational}}},
+			},
+		},
+	}, check.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	entering := engine.ProfileRecord{Current: pitstopv1alpha1.StateInMaintenance, Since: engine.Stamp{Time: since}, Entering: true, Checks: map[string]bool{"wanted": false}}
+	d := recordedDecision(c, engine.Record{Profiles: map[string]engine.ProfileRecord{"reboot": entering}}, "reboot", since.Add(time.Second))
+	if d.Take != -1 || len(d.Evaluations) != 0 || d.Entering != "entering in-maintenance: its enter triggers (mark) run before its transitions" {
+		t.Errorf("recorded decision while entering: %+v", d)
+	}
+	if got := d.Blocking(); len(got) != 1 || got[0] != d.Entering {
+		t.Errorf("blocking = %q, want what the enter triggers wait for", got)
+	}
+
+	r := NewDecisions()
+	r.Remember("n", "reboot", entering, engine.EnteringDecision(entering.Current, []string{"mark"}, "trigger mark: waiting"), since)
+	if _, ok := r.Last("n", "reboot", entering); !ok {
+		t.Error("the decision made while entering is not served while the record says so")
+	}
+	entered := entering
+	entered.Entering = false
+	if _, ok := r.Last("n", "reboot", entered); ok {
+		t.Error("the decision made while entering is served after the enter triggers are done")
+	}
+}

@@ -136,11 +136,14 @@ func (e *Evaluator) node(ctx context.Context, view *Cluster, node *corev1.Node, 
 		case c == nil:
 		case e.decided != nil:
 			e.served(&ev, c, node.Name, record, now)
+		case c.Engine.Entering(pr):
+			ev.Decision = engine.EnteringDecision(pr.Current, c.Engine.Enter[pr.Current], e.waiting(ctx, c, node, pr, c.Engine.Enter[pr.Current], pr.Previous, now))
+			ev.Evaluated = &now
 		default:
 			_, ev.Decision = Evaluate(ctx, c, node, record, view, now)
 			ev.Evaluated = &now
 			if t := ev.Decision.Take; t >= 0 {
-				ev.Decision.Evaluations[t].Blocked = e.waiting(ctx, c, node, pr, t, now)
+				ev.Decision.Evaluations[t].Blocked = e.waiting(ctx, c, node, pr, c.Engine.Transitions[pr.Current][t].Triggers, pr.Current, now)
 				if ev.Decision.Evaluations[t].Blocked == "" {
 					ev.Decision.Evaluations[t].Blocked = e.inLine(ctx, view, byName, c, node, pr, t, now)
 				}
@@ -162,18 +165,19 @@ func (e *Evaluator) served(ev *Evaluation, c *Compiled, node string, record engi
 	ev.Decision, ev.Recorded = recordedDecision(c, record, ev.Profile, now), true
 }
 
-// waiting says what a transition whose check passes still waits for: a
-// retry after a failure, or a trigger (the drain, the restore).
-func (e *Evaluator) waiting(ctx context.Context, c *Compiled, node *corev1.Node, pr engine.ProfileRecord, take int, now time.Time) string {
+// waiting says what the triggers of a transition whose check passes, or
+// of a state being entered, still wait for: a retry after a failure, or a
+// trigger (the drain, the restore). from is the state they leave.
+func (e *Evaluator) waiting(ctx context.Context, c *Compiled, node *corev1.Node, pr engine.ProfileRecord, triggers []string, from pitstopv1alpha1.MaintenanceState, now time.Time) string {
 	if why := WaitingToRetry(pr, now); why != "" {
 		return why
 	}
-	for _, name := range c.Engine.Transitions[pr.Current][take].Triggers {
+	for _, name := range triggers {
 		o, ok := c.Triggers[name].(trigger.Observer)
 		if !ok {
 			continue
 		}
-		why, err := o.Waiting(ctx, e.reader, node, pr.Current)
+		why, err := o.Waiting(ctx, e.reader, node, from)
 		if err != nil {
 			return fmt.Sprintf("trigger %s: %v", name, err)
 		}

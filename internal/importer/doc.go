@@ -3,10 +3,9 @@
 // MaintenanceProfiles: one per seed profile, holding the check and trigger
 // instances that profile uses, with the seed's state machine mapped onto
 // pitstop's. What pitstop cannot express is an error naming the line of the
-// input, never dropped quietly; what the import drops on purpose
-// (notification instances, whose secrets the file holds in clear; Lease
-// names; polling intervals) or rewrites (enter chains)
-// is reported as a Note. Every profile it returns has been compiled by
+// input, never dropped quietly; what the import changes on purpose
+// (secrets moved into a Secret; Lease names; polling intervals dropped;
+// renamed instances) is reported as a Note. Every profile it returns has been compiled by
 // pitstop's own engine and plugin constructors, so an import never yields a
 // profile pitstop would refuse.
 //

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,16 +70,9 @@ type profileRefs struct {
 // check is copied as written (both use &&, || and ! over instance names),
 // its trigger chain "a && b" becomes the list [a, b], and next is copied.
 //
-// pitstop has no enter chains. The seed runs a state's enter chain after a
-// node entered the state, retrying it until it succeeds (a drain in the
-// enter chain of in-maintenance keeps the node there until it is empty).
-// The import appends the enter triggers to every transition into that
-// state from another state of the profile, after the transition's own
-// triggers, so they run in the same order. The difference: pitstop runs a
-// transition's triggers before the node changes state, and changes it once
-// they are all done, so the node is still in the state it leaves while,
-// say, the drain runs. A transition from a state into itself gets nothing:
-// the seed never enters a state it is in.
+// Each state's enter chain "a && b" becomes its enter list [a, b]: as in
+// the seed, the node's state changes first, then the enter triggers run,
+// again until each is done, before the state's transitions are evaluated.
 //
 // Only the instances the profile uses are included in it, in the order of
 // the file.
@@ -103,10 +95,10 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 		c.notef(p.nameNode, "profile \"default\" selects the nodes without the label %s, as the seed gives them this profile", pitstopv1alpha1.LabelSeedProfile)
 	}
 	refs := profileRefs{checks: map[string]*checkDef{}, triggers: map[string]*triggerDef{}, notifies: map[string]*notifyDef{}}
-	enter := c.enterTriggers(p, s, refs)
 	for i, st := range engine.States {
 		spec := st.Spec(&mp.Spec.States)
-		spec.Transitions = c.transitions(p, p.states[i], s, refs, enter)
+		spec.Enter = c.enterTriggers(p, p.states[i], s, refs)
+		spec.Transitions = c.transitions(p, p.states[i], s, refs)
 		spec.Notify = c.resolveNotify(p.states[i].notify, s, refs, fmt.Sprintf("profile %q: %s: notify", p.name, p.states[i].state))
 	}
 	for _, d := range s.checks {
@@ -135,49 +127,30 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 	return mp, true
 }
 
-// enterTriggers resolves each state's enter chain to pitstop trigger
-// names, noting where they went.
-func (c *converter) enterTriggers(p *profileDef, s *seedConfig, refs profileRefs) map[pitstopv1alpha1.MaintenanceState][]string {
-	enter := map[pitstopv1alpha1.MaintenanceState][]string{}
-	for _, st := range p.states {
-		what := fmt.Sprintf("profile %q: %s", p.name, st.state)
-		if len(st.enter.names) == 0 {
-			continue
-		}
-		var into []string
-		for _, from := range p.states {
-			for _, t := range from.transitions {
-				if t.next == st.state && from.state != st.state {
-					into = append(into, strconv.Itoa(t.node.Line))
-				}
-			}
-		}
-		if len(into) == 0 {
-			c.resolveTriggers(st.enter, s, nil, what+": enter") // for undefined names only
-			c.notef(st.enter.node, "%s: enter: no transition leads into %s from another state, so its enter chain never runs and is not imported", what, st.state)
-			continue
-		}
-		names := c.resolveTriggers(st.enter, s, &refs, what+": enter")
-		enter[st.state] = names
-		c.notef(st.enter.node, "%s: pitstop has no enter chains: %s now run%s last in each transition into %s (line%s %s), and the node enters %s once they are done",
-			what, strings.Join(names, ", "), plural(len(names), "", "s"), st.state, plural(len(into), "s", ""), strings.Join(into, ", "), st.state)
+// enterTriggers resolves a state's enter chain to pitstop trigger names.
+func (c *converter) enterTriggers(p *profileDef, st stateDef, s *seedConfig, refs profileRefs) []string {
+	if len(st.enter.names) == 0 {
+		return nil
 	}
-	return enter
+	what := fmt.Sprintf("profile %q: %s: enter", p.name, st.state)
+	names := c.resolveTriggers(st.enter, s, &refs, what)
+	if len(names) > maxTransitionTriggers {
+		c.errorf(st.enter.node, "%s: %d triggers, pitstop allows %d", what, len(names), maxTransitionTriggers)
+	}
+	return names
 }
 
 // transitions converts the transitions of one state.
-func (c *converter) transitions(p *profileDef, st stateDef, s *seedConfig, refs profileRefs, enter map[pitstopv1alpha1.MaintenanceState][]string) []pitstopv1alpha1.Transition {
+func (c *converter) transitions(p *profileDef, st stateDef, s *seedConfig, refs profileRefs) []pitstopv1alpha1.Transition {
 	var out []pitstopv1alpha1.Transition
 	for _, t := range st.transitions {
 		c.resolveChecks(t, st.state, s, refs)
 		triggers := c.resolveTriggers(t.trigger, s, &refs, t.what+": trigger")
 		if t.next == st.state {
 			c.warnf(t.node, "%s: leads back into %s: the seed does nothing when it passes, pitstop takes it (runs its triggers and restarts the state's clock)", t.what, st.state)
-		} else {
-			triggers = append(triggers, enter[t.next]...)
 		}
 		if len(triggers) > maxTransitionTriggers {
-			c.errorf(t.node, "%s: %d triggers (with the enter chain of %s), pitstop allows %d", t.what, len(triggers), t.next, maxTransitionTriggers)
+			c.errorf(t.node, "%s: %d triggers, pitstop allows %d", t.what, len(triggers), maxTransitionTriggers)
 		}
 		out = append(out, pitstopv1alpha1.Transition{Check: t.check, Triggers: triggers, Next: t.next})
 	}

@@ -3,7 +3,6 @@ package kubernikus
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -49,17 +48,7 @@ const KeyCloudConfig = "cloudprovider.conf"
 // LoadConfig reads and checks the file at path; a missing file gives the
 // defaults.
 func LoadConfig(path string) (*Config, error) {
-	raw, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		raw = nil
-	} else if err != nil {
-		return nil, fmt.Errorf("reading the Kubernikus configuration: %w", err)
-	}
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		return nil, fmt.Errorf("the Kubernikus configuration %s: %w", path, err)
-	}
-	return cfg, nil
+	return seedconfig.Load(path, "the Kubernikus configuration", true, ParseConfig)
 }
 
 // ParseConfig reads a configuration, fills in the defaults and checks it;

@@ -30,6 +30,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
+	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
 
 // The maintenance-controller's keys.
@@ -66,15 +67,16 @@ type Reconciler struct {
 	discovery discovery.ServerVersionInterface
 	opts      Options
 
+	cfg *seedconfig.Reloader[*Config]
+
 	mu     sync.Mutex
-	cfg    *Config
 	server *version.Version
 	readAt time.Time
 }
 
 // Setup checks the configuration and adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
-	cfg, err := LoadConfig(opts.ConfigPath)
+	cfg, err := seedconfig.NewReloader(opts.ConfigPath, func() (*Config, error) { return LoadConfig(opts.ConfigPath) })
 	if err != nil {
 		return nil, err
 	}
@@ -99,16 +101,13 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		Complete(r)
 }
 
-// config reads the file again, keeping the last good one on an error.
+// config is the configuration, read again when the file changed; the
+// last good one is kept when the change does not load.
 func (r *Reconciler) config() *Config {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cfg, err := LoadConfig(r.opts.ConfigPath)
+	cfg, err := r.cfg.Get()
 	if err != nil {
 		r.log.Error(err, "Keeping the last good Kubernikus configuration")
-		return r.cfg
 	}
-	r.cfg = cfg
 	return cfg
 }
 

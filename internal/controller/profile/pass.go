@@ -166,8 +166,11 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 		return nil
 	}
 	// Notifications of a state just entered wait for the next evaluation
-	// (a moment later), which says what blocks the node in its new state.
-	after = shortest(after, r.notifyDue(p, c, name))
+	// (a moment later), which says what blocks the node in its new state,
+	// and for the state's enter triggers.
+	if !c.Engine.Entering(pr) {
+		after = shortest(after, r.notifyDue(p, c, name))
+	}
 	if s.wait.onFleet {
 		if keys := admission.WakeKeys(c.Admission(), p.node, before); len(keys) > 0 {
 			p.waitKeys = append(p.waitKeys, keys...)

@@ -166,6 +166,13 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 	var wait fleetWait
 	name := c.Spec.Name
 	pr := record.Profiles[name]
+	if c.Engine.Entering(pr) {
+		return r.enter(ctx, p, c)
+	}
+	if pr.Entering {
+		record.Entered(name) // the state has no enter triggers any more
+		pr = record.Profiles[name]
+	}
 	transitions := c.Engine.Transitions[pr.Current]
 	in, d := fleet.Evaluate(ctx, c, node, *record, view, now)
 	// Kept again each time the step learns why the transition waits.
@@ -237,13 +244,19 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 	}
 	*want = *scratch
 	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance
-	record.Move(name, t.Next, now)
-	// The new state's checks go into the same write as the move: recorded
-	// by the next evaluation instead, they would cost a second write of
-	// the node after every move. They are evaluated on the node as the
-	// triggers left it, as the next evaluation will see it.
-	entered, _ := fleet.Evaluate(ctx, c, want, *record, view, now)
-	record.SetChecks(name, fleet.PassedChecks(entered))
+	// A transition back into the state it leaves enters nothing.
+	hasEnter := t.Next != pr.Current && len(c.Engine.Enter[t.Next]) > 0
+	record.Move(name, t.Next, now, hasEnter)
+	if !hasEnter {
+		// The new state's checks go into the same write as the move:
+		// recorded by the next evaluation instead, they would cost a
+		// second write of the node after every move. They are evaluated
+		// on the node as the triggers left it, as the next evaluation will
+		// see it. A state with enter triggers evaluates its checks once
+		// they are done.
+		entered, _ := fleet.Evaluate(ctx, c, want, *record, view, now)
+		record.SetChecks(name, fleet.PassedChecks(entered))
+	}
 	// Told only once the move is written: a write that loses a conflict
 	// is retried, and the move must be reported once.
 	p.later(func() {
@@ -254,6 +267,46 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 	})
 	// The new state's time-based checks start counting now.
 	return stepped{after: conflictRetry, leaving: leaving, wait: wait}, nil
+}
+
+// enter runs the enter triggers of the state the node has entered in
+// profile c, in order, on the node as it will be written. Like a
+// transition's triggers they run again at each evaluation until each is
+// done, each doing its part once (a drain is started once, then waited
+// for); a failure is retried after a pause, as a transition's is. Once
+// they are done the record says so, and the next evaluation, a moment
+// later, evaluates the state's transitions.
+func (r *Reconciler) enter(ctx context.Context, p *pass, c *fleet.Compiled) (stepped, error) {
+	name := c.Spec.Name
+	pr := p.record.Profiles[name]
+	triggers := c.Engine.Enter[pr.Current]
+	remember := func(why string) {
+		r.decisions.Remember(p.node.Name, name, pr, engine.EnteringDecision(pr.Current, triggers, why), p.now)
+	}
+	if why := fleet.WaitingToRetry(pr, p.now); why != "" {
+		remember(why)
+		return stepped{after: until(pr.RetryAt.Time, p.now)}, nil
+	}
+	scratch := p.want.DeepCopy()
+	for _, tn := range triggers {
+		// The node came from Previous: a restore here sees the node as
+		// written after it entered, as a transition's restore does.
+		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Previous, Since: pr.Since.Time, Now: p.now, Namespace: r.namespace, Client: r.client})
+		if err != nil {
+			transitionFailures.WithLabelValues(name, "enter trigger "+tn).Inc()
+			r.seedMetrics.TransitionFailed(name)
+			remember(fmt.Sprintf("enter trigger %s failed: %v", tn, err))
+			return stepped{}, fmt.Errorf("entering %s: trigger %s: %w", pr.Current, tn, err)
+		}
+		if !done {
+			remember(fmt.Sprintf("trigger %s: %s", tn, status))
+			return stepped{after: triggerRetry}, nil // a watch wakes it sooner
+		}
+	}
+	*p.want = *scratch
+	p.record.Entered(name)
+	remember("its enter triggers are done; its transitions are evaluated next")
+	return stepped{after: conflictRetry}, nil
 }
 
 // notifier sends rendered notifications in the background.

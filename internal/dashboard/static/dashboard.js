@@ -215,7 +215,8 @@ function renderEvaluation(e, now) {
   // engine.Decision has no JSON tags: its keys are its Go field names, as
   // in `pitstop explain -o json`.
   const evaluations = (e.decision && e.decision.evaluations) || [];
-  if (!evaluations.length && !e.error) section.append(el("p", {}, "No transition leaves " + e.record.current + "."));
+  if (e.decision && e.decision.entering) section.append(el("p", { class: "entering" }, e.decision.entering));
+  else if (!evaluations.length && !e.error) section.append(el("p", {}, "No transition leaves " + e.record.current + "."));
   for (const t of evaluations) {
     let verdict = "waits";
     if (t.passed && t.blocked) verdict = "passes, but blocked";
