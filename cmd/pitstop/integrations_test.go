@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,41 +13,12 @@ import (
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pitstop-dev/pitstop/internal/esx"
 	"github.com/pitstop-dev/pitstop/internal/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
-
-func writeTemp(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func awaitNodeLabel(t *testing.T, node, key, value string) {
-	t.Helper()
-	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
-		if got := testutil.GetNode(t, env.Client, node).Labels[key]; got != value {
-			return fmt.Errorf("node %s: %s=%q, want %q", node, key, got, value)
-		}
-		return nil
-	})
-}
-
-func createNode(t *testing.T, n *corev1.Node) {
-	t.Helper()
-	testutil.Create(t, env.Client, n)
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}})
-	})
-}
 
 // TestRunWithESXFollowsTheVCenter runs `pitstop run --esx` as docs/esx.md
 // says, against a vCenter simulator: the node is labelled with its host's
@@ -78,14 +47,14 @@ func TestRunWithESXFollowsTheVCenter(t *testing.T) {
 	}
 	u := *srv.URL
 	u.User, u.RawQuery = nil, "az=$AZ"
-	cfg := writeTemp(t, "esx.yaml", fmt.Sprintf("intervals:\n  check:\n    period: 1s\nvCenters:\n  templateUrl: %s\n  insecure: true\n  credentials:\n    a: {username: pitstop, password: vc-Secret-1}\n",
+	cfg := testutil.WriteFile(t, "esx.yaml", fmt.Sprintf("intervals:\n  check:\n    period: 1s\nvCenters:\n  templateUrl: %s\n  insecure: true\n  credentials:\n    a: {username: pitstop, password: vc-Secret-1}\n",
 		strings.Replace(u.String(), "%24AZ", "$AZ", 1)))
-	createNode(t, testutil.Node("run-esx-a", testutil.WithLabels(map[string]string{esx.LabelHost: "DC0_H0", esx.LabelZoneBeta: "eu-de-1a"})))
+	testutil.CreateNode(t, env.Client, testutil.Node("run-esx-a", testutil.WithLabels(map[string]string{esx.LabelHost: "DC0_H0", esx.LabelZoneBeta: "eu-de-1a"})))
 
 	args, _, _ := runArgs(t, "pitstop-esx")
 	p := startPitstop(t, append(args, "--esx", "--esx-config="+cfg)...)
-	awaitNodeLabel(t, "run-esx-a", esx.LabelInMaintenance, "false")
-	awaitNodeLabel(t, "run-esx-a", esx.LabelVersion, "8.0.2")
+	testutil.AwaitNodeLabel(t, env.Client, "run-esx-a", esx.LabelInMaintenance, "false")
+	testutil.AwaitNodeLabel(t, env.Client, "run-esx-a", esx.LabelVersion, "8.0.2")
 	task, err := host.EnterMaintenanceMode(t.Context(), 0, false, nil)
 	if err == nil {
 		err = task.Wait(t.Context())
@@ -93,7 +62,7 @@ func TestRunWithESXFollowsTheVCenter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitNodeLabel(t, "run-esx-a", esx.LabelInMaintenance, "true")
+	testutil.AwaitNodeLabel(t, env.Client, "run-esx-a", esx.LabelInMaintenance, "true")
 	if code := p.signal(syscall.SIGTERM, 15*time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM", code)
 	}
@@ -112,7 +81,7 @@ func TestRunWithKubernikusReplacesANode(t *testing.T) {
 	cloud := openstackfake.New(t, account)
 	id := cloud.AddServer("run-kn-a")
 	cloud.AddServer("run-kn-b")
-	conf := writeTemp(t, "cloudprovider.conf", fmt.Sprintf("[Global]\nauth-url=%q\ndomain-name=%q\ntenant-id=%q\nusername=%q\npassword=%q\nregion=%q\n",
+	conf := testutil.WriteFile(t, "cloudprovider.conf", fmt.Sprintf("[Global]\nauth-url=%q\ndomain-name=%q\ntenant-id=%q\nusername=%q\npassword=%q\nregion=%q\n",
 		cloud.AuthURL(), account.Domain, account.Project, account.User, account.Password, account.Region))
 	for _, name := range []string{"run-kn-a", "run-kn-b"} {
 		n := testutil.Node(name)
@@ -120,12 +89,12 @@ func TestRunWithKubernikusReplacesANode(t *testing.T) {
 		if name == "run-kn-a" {
 			n.Labels[kubernikus.LabelDeleteNode] = "true"
 		}
-		createNode(t, n)
+		testutil.CreateNode(t, env.Client, n)
 	}
 
 	args, _, _ := runArgs(t, "pitstop-kubernikus")
 	p := startPitstop(t, append(args, "--kubernikus", "--kubernikus-config="+filepath.Join(t.TempDir(), "kubernikus.yaml"), "--openstack-cloud-config="+conf)...)
-	awaitNodeLabel(t, "run-kn-b", kubernikus.LabelKubeletNeedsUpdate, "true")
+	testutil.AwaitNodeLabel(t, env.Client, "run-kn-b", kubernikus.LabelKubeletNeedsUpdate, "true")
 	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		if d := cloud.Deleted(); !slices.Equal(d, []string{id}) {
 			return fmt.Errorf("deleted servers %v, want [%s]", d, id)

@@ -24,7 +24,6 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -215,37 +214,21 @@ func start(t *testing.T, path string, more ...func(ctrl.Manager) error) *logs {
 // zone a).
 func node(t *testing.T, name, host string) {
 	t.Helper()
-	testutil.Create(t, env.Client, testutil.Node(name, testutil.WithLabels(map[string]string{
+	testutil.CreateNode(t, env.Client, testutil.Node(name, testutil.WithLabels(map[string]string{
 		esx.LabelHost: host, esx.LabelZoneBeta: "eu-de-1a",
 	})))
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	})
 }
 
 func getNode(t *testing.T, name string) *corev1.Node { return testutil.GetNode(t, env.Client, name) }
 
 func setLabel(t *testing.T, name, key, value string) {
 	t.Helper()
-	eventually(t, func() error {
-		n := &corev1.Node{}
-		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, n); err != nil {
-			return err
-		}
-		base := n.DeepCopy()
-		n.Labels[key] = value
-		return env.Client.Patch(t.Context(), n, client.MergeFrom(base))
-	})
+	testutil.SetNodeLabel(t, env.Client, name, key, &value)
 }
 
 func wantLabel(t *testing.T, name, key, value string) {
 	t.Helper()
-	eventually(t, func() error {
-		if got := getNode(t, name).Labels[key]; got != value {
-			return fmt.Errorf("node %s: label %s is %q, want %q", name, key, got, value)
-		}
-		return nil
-	})
+	testutil.AwaitNodeLabel(t, env.Client, name, key, value)
 }
 
 func nodeMaintenance(t *testing.T, name string) (*pitstopv1alpha1.NodeMaintenance, error) {
@@ -255,20 +238,10 @@ func nodeMaintenance(t *testing.T, name string) (*pitstopv1alpha1.NodeMaintenanc
 	return nm, err
 }
 
-// eventReasons are the reasons of the Events about node name, oldest first.
+// eventReasons are the reasons of the ESX Events about node name.
 func eventReasons(t *testing.T, name string) []string {
 	t.Helper()
-	var list eventsv1.EventList
-	if err := env.Client.List(t.Context(), &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Kind == "Node" && e.Regarding.Name == name && strings.HasPrefix(e.Reason, "ESX") {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
+	return testutil.NodeEventReasons(t, env.Client, name, "ESX")
 }
 
 func wantEvent(t *testing.T, name, reason string) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -49,15 +48,6 @@ func cloudConf(os *openstackfake.Server) string {
 		os.AuthURL(), account.Domain, account.Project, account.User, account.Password, account.Region)
 }
 
-func write(t *testing.T, name, content string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func start(t *testing.T, opts kubernikus.Options) {
 	t.Helper()
 	if opts.Accounts == nil {
@@ -79,10 +69,7 @@ func node(t *testing.T, name, v string, labels map[string]string) {
 	t.Helper()
 	n := testutil.Node(name, testutil.WithLabels(labels))
 	n.Status.NodeInfo.KubeletVersion = v
-	testutil.Create(t, env.Client, n)
-	t.Cleanup(func() {
-		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	})
+	testutil.CreateNode(t, env.Client, n)
 	if got := testutil.GetNode(t, env.Client, name).Status.NodeInfo.KubeletVersion; got != v {
 		t.Fatalf("node %s has kubelet version %q, want %q", name, got, v)
 	}
@@ -99,44 +86,17 @@ func serverVersion(t *testing.T) string {
 
 func setLabel(t *testing.T, name, key string, value *string) {
 	t.Helper()
-	eventually(t, func() error {
-		n := &corev1.Node{}
-		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: name}, n); err != nil {
-			return err
-		}
-		base := n.DeepCopy()
-		if value == nil {
-			delete(n.Labels, key)
-		} else {
-			n.Labels[key] = *value
-		}
-		return env.Client.Patch(t.Context(), n, client.MergeFrom(base))
-	})
+	testutil.SetNodeLabel(t, env.Client, name, key, value)
 }
 
 func wantLabel(t *testing.T, name, key, value string) {
 	t.Helper()
-	eventually(t, func() error {
-		if got := testutil.GetNode(t, env.Client, name).Labels[key]; got != value {
-			return fmt.Errorf("node %s: %s=%q, want %q", name, key, got, value)
-		}
-		return nil
-	})
+	testutil.AwaitNodeLabel(t, env.Client, name, key, value)
 }
 
 func reasons(t *testing.T, name string) []string {
 	t.Helper()
-	var list eventsv1.EventList
-	if err := env.Client.List(t.Context(), &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && strings.HasPrefix(e.Reason, "Kubernikus") {
-			out = append(out, e.Reason)
-		}
-	}
-	return out
+	return testutil.NodeEventReasons(t, env.Client, name, "Kubernikus")
 }
 
 // TestKubeletVersionsAreComparedWithTheAPIServers: another version, older
@@ -150,7 +110,7 @@ func TestKubeletVersionsAreComparedWithTheAPIServers(t *testing.T) {
 	node(t, "kn-same", same, nil)
 	node(t, "kn-build", strings.SplitN(same, "+", 2)[0]+"+pitstop.1", nil)
 	node(t, "kn-odd", "fake", nil)
-	start(t, kubernikus.Options{ConfigPath: write(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: write(t, "cloudprovider.conf", cloudConf(fake))})
+	start(t, kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: testutil.WriteFile(t, "cloudprovider.conf", cloudConf(fake))})
 	wantLabel(t, "kn-older", kubernikus.LabelKubeletNeedsUpdate, "true")
 	wantLabel(t, "kn-newer", kubernikus.LabelKubeletNeedsUpdate, "true")
 	wantLabel(t, "kn-same", kubernikus.LabelKubeletNeedsUpdate, "false")
@@ -181,7 +141,7 @@ func TestDeleteNodeDrainsThenDeletesTheServer(t *testing.T) {
 	testutil.ManagedPods(t, env.Client, ns, "kn-del", "web", 2)
 	testutil.ManagedPods(t, env.Client, ns, "kn-keep", "db", 1)
 	testutil.PDB(t, env.Client, ns, "db", 1, 0)
-	start(t, kubernikus.Options{ConfigPath: write(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n  podEviction:\n    period: 1s\n"), CloudConfigPath: write(t, "cloudprovider.conf", cloudConf(fake))})
+	start(t, kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n  podEviction:\n    period: 1s\n"), CloudConfigPath: testutil.WriteFile(t, "cloudprovider.conf", cloudConf(fake))})
 
 	yes := "true"
 	setLabel(t, "kn-del", kubernikus.LabelDeleteNode, &yes)
@@ -254,7 +214,7 @@ func TestTheAccountCanComeFromASecret(t *testing.T) {
 		Data:       map[string][]byte{kubernikus.KeyCloudConfig: []byte(cloudConf(fake))},
 	})
 	cfg := fmt.Sprintf("intervals:\n  requeue: 1s\ncloudProviderSecret:\n  name: cloud-config\n  namespace: %s\n", ns)
-	start(t, kubernikus.Options{ConfigPath: write(t, "kubernikus.yaml", cfg), CloudConfigPath: filepath.Join(t.TempDir(), "missing.conf")})
+	start(t, kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", cfg), CloudConfigPath: filepath.Join(t.TempDir(), "missing.conf")})
 	eventually(t, func() error {
 		if d := fake.Deleted(); !slices.Equal(d, []string{id}) {
 			return fmt.Errorf("deleted servers %v", d)
@@ -295,9 +255,9 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 	testutil.Create(t, env.Client, mp)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mp) })
 	ns := testutil.Namespace(t, env.Client, "kubernikus-pool")
-	conf := write(t, "cloudprovider.conf", cloudConf(fake))
+	conf := testutil.WriteFile(t, "cloudprovider.conf", cloudConf(fake))
 	accounts := kubernikus.NewAccounts()
-	opts := kubernikus.Options{ConfigPath: write(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: conf, Accounts: accounts}
+	opts := kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: conf, Accounts: accounts}
 	testutil.StartControllers(t, env.Config, ctrl.Options{Controller: config.Controller{SkipNameValidation: ptr.To(true)}}, func(mgr ctrl.Manager) error {
 		if err := nodemaintenance.Setup(t.Context(), mgr, nodemaintenance.DefaultOptions()); err != nil {
 			return err
