@@ -277,7 +277,8 @@ func (a *Admission) notInMaintenance(ctx context.Context, now time.Time) budget.
 }
 
 // needsSlot says the holder's node may still need its slot, as reader
-// sees it: the node is in maintenance for some profile, its record cannot
+// sees it: the node is in maintenance for some profile or leaving it (the
+// enter triggers of the state it left for, a restore, not done), its record cannot
 // be read, or the NodeMaintenance of its drain exists (its transition into
 // maintenance waits for the drain). An error reading counts as needing it.
 func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
@@ -286,7 +287,7 @@ func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
 		return !apierrors.IsNotFound(err)
 	}
 	rec, err := engine.ReadRecord(n)
-	if err != nil || rec.HeldBy() != "" {
+	if err != nil || rec.Holding() {
 		return true
 	}
 	nm := &pitstopv1alpha1.NodeMaintenance{}

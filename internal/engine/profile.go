@@ -112,10 +112,31 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 			kinds[t.Name] = "restore"
 		}
 	}
+	// A transition's triggers all run again at each evaluation until each
+	// is done: a restore after a drain in one list would have the drain
+	// start over, and the transition never be taken.
+	var errs field.ErrorList
+	for _, st := range States {
+		path := field.NewPath("spec", "states", st.Field, "transitions")
+		for i, t := range st.Spec(&p.Spec.States).Transitions {
+			drain := ""
+			for j, name := range t.Triggers {
+				switch {
+				case kinds[name] == "drain":
+					drain = name
+				case kinds[name] == "restore" && drain != "":
+					errs = append(errs, field.Invalid(path.Index(i).Child("triggers").Index(j), name,
+						fmt.Sprintf("restores the node trigger %s drained in the same transition, which would drain again and never be done; restore on the way out of the state, or list both in the state's enter triggers, which run one after the other", drain)))
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
 	// drainedBy says, for each drained state, where its drain was started.
 	drainedBy := map[pitstopv1alpha1.MaintenanceState]string{}
 	states := p.Spec.States
-	var errs field.ErrorList
 	for changed := true; changed; {
 		changed, errs = false, nil
 		for _, st := range States {
@@ -195,7 +216,13 @@ func (p *Profile) Passes(pr ProfileRecord) bool {
 // the state's enter triggers are not done yet: its transitions wait for
 // them.
 func (p *Profile) Entering(pr ProfileRecord) bool {
-	return pr.Entering && len(p.Enter[pr.Current]) > 0
+	return pr.Entering && len(p.EnterLeft(pr)) > 0
+}
+
+// EnterLeft are the enter triggers of the record's state not done yet.
+func (p *Profile) EnterLeft(pr ProfileRecord) []string {
+	enter := p.Enter[pr.Current]
+	return enter[min(pr.EnterDone, len(enter)):]
 }
 
 func toErrors(list field.ErrorList) []error {

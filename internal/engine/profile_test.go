@@ -259,6 +259,14 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint)}},
 			InMaintenance: pitstopv1alpha1.StateSpec{Enter: []string{"drian"}, Transitions: []pitstopv1alpha1.Transition{tr(operational, "restore")}},
 		}, `spec.states.inMaintenance.enter[0]: Invalid value: "drian": no trigger of that name in spec.triggers`},
+		{"a restore after the drain in one transition", pitstopv1alpha1.StatesSpec{
+			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
+			InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational, "drain", "mark", "restore")}},
+		}, `spec.states.inMaintenance.transitions[0].triggers[2]: Invalid value: "restore": restores the node trigger drain drained in the same transition, which would drain again and never be done`},
+		{"a restore after the drain in enter triggers", pitstopv1alpha1.StatesSpec{
+			Operational:   pitstopv1alpha1.StateSpec{Enter: []string{"drain", "restore"}, Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
+			InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
+		}, ""},
 		{"no drain at all", pitstopv1alpha1.StatesSpec{
 			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
 			InMaintenance: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
@@ -287,5 +295,35 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 				t.Fatalf("error %q lacks %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestEnterLeftResumesAfterTheTriggersDone: a record's enter triggers
+// left start after those it records done; with none left the node is not
+// entering, whatever the record's flag says (the profile lost triggers).
+func TestEnterLeftResumesAfterTheTriggersDone(t *testing.T) {
+	p, err := Compile(&pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "os"},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			Triggers: []pitstopv1alpha1.TriggerInstance{
+				{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+				{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}},
+			},
+			States: pitstopv1alpha1.StatesSpec{
+				Operational: pitstopv1alpha1.StateSpec{Enter: []string{"drain", "restore"}, Transitions: []pitstopv1alpha1.Transition{{Next: inMaint}}},
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for done, want := range [][]string{{"drain", "restore"}, {"restore"}, {}, {}} {
+		pr := ProfileRecord{Current: operational, Entering: true, EnterDone: done}
+		if got := p.EnterLeft(pr); !slices.Equal(got, want) {
+			t.Errorf("%d done: left %v, want %v", done, got, want)
+		}
+		if got := p.Entering(pr); got != (len(want) > 0) {
+			t.Errorf("%d done: entering %v", done, got)
+		}
 	}
 }

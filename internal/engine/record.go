@@ -28,6 +28,9 @@ type ProfileRecord struct {
 	// since the node entered it: they run before its transitions are
 	// evaluated.
 	Entering bool `json:"entering,omitempty"`
+	// EnterDone counts Current's enter triggers done so far, in order:
+	// they are not run again.
+	EnterDone int `json:"enterDone,omitempty"`
 	// Failures counts the failed attempts in a row at leaving Current (a
 	// trigger or a budget slot failed); LastError is the last one's message
 	// and RetryAt when the next attempt may start. Kept on the node, so a
@@ -117,11 +120,40 @@ func (r Record) HeldBy() string {
 	return names[0]
 }
 
+// Leaving says the node has come out of maintenance into a state whose
+// enter triggers are not done yet: it keeps its budget slots until they
+// are.
+func (pr ProfileRecord) Leaving() bool {
+	return pr.Entering && pr.Previous == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
+}
+
+// Holding says the node holds budget slots by its record: it is in
+// maintenance for a profile, or leaving it (Leaving).
+func (r Record) Holding() bool {
+	for _, pr := range r.Profiles {
+		if pr.Current == pitstopv1alpha1.StateInMaintenance || pr.Leaving() {
+			return true
+		}
+	}
+	return false
+}
+
 // Move records a transition of profile to next at now; entering says
 // that next has enter triggers to run.
 func (r *Record) Move(profile string, next pitstopv1alpha1.MaintenanceState, now time.Time, entering bool) {
 	pr := r.Profiles[profile]
 	r.Profiles[profile] = ProfileRecord{Current: next, Previous: pr.Current, Since: stamp(now), Entering: entering}
+}
+
+// EnterDone records that the first done enter triggers of the profile's
+// state are done; an attempt that failed is forgotten.
+func (r *Record) EnterDone(profile string, done int) {
+	pr, ok := r.Profiles[profile]
+	if !ok {
+		return
+	}
+	pr.EnterDone, pr.Failures, pr.LastError, pr.RetryAt = done, 0, "", nil
+	r.Profiles[profile] = pr
 }
 
 // Entered records that the enter triggers of the profile's state are done.
@@ -130,7 +162,7 @@ func (r *Record) Entered(profile string) {
 	if !ok {
 		return
 	}
-	pr.Entering, pr.Failures, pr.LastError, pr.RetryAt = false, 0, "", nil
+	pr.Entering, pr.EnterDone, pr.Failures, pr.LastError, pr.RetryAt = false, 0, 0, "", nil
 	r.Profiles[profile] = pr
 }
 

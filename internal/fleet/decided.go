@@ -119,7 +119,7 @@ const (
 func recordedDecision(c *Compiled, record engine.Record, profile string, now time.Time) engine.Decision {
 	pr := record.Profiles[profile]
 	if c.Engine.Entering(pr) {
-		return engine.EnteringDecision(pr.Current, c.Engine.Enter[pr.Current], WaitingToRetry(pr, now))
+		return engine.EnteringDecision(pr.Current, c.Engine.EnterLeft(pr), WaitingToRetry(pr, now))
 	}
 	in := engine.Input{State: pr.Current, Transitions: c.Engine.Transitions[pr.Current], Results: map[string]check.Result{}, Errors: map[string]error{}}
 	if held := record.HeldBy(); held != "" && held != profile {

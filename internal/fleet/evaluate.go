@@ -137,7 +137,8 @@ func (e *Evaluator) node(ctx context.Context, view *Cluster, node *corev1.Node, 
 		case e.decided != nil:
 			e.served(&ev, c, node.Name, record, now)
 		case c.Engine.Entering(pr):
-			ev.Decision = engine.EnteringDecision(pr.Current, c.Engine.Enter[pr.Current], e.waiting(ctx, c, node, pr, c.Engine.Enter[pr.Current], pr.Previous, now))
+			left := c.Engine.EnterLeft(pr)
+			ev.Decision = engine.EnteringDecision(pr.Current, left, e.waiting(ctx, c, node, pr, left, pr.Previous, now))
 			ev.Evaluated = &now
 		default:
 			_, ev.Decision = Evaluate(ctx, c, node, record, view, now)

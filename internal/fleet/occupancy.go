@@ -43,7 +43,7 @@ func (v *Cluster) UnderMaintenance(leases client.Reader) (map[string]bool, error
 		}
 	}
 	for _, n := range v.Nodes() {
-		if rec, err := v.records.Read(n); err == nil && rec.HeldBy() != "" {
+		if rec, err := v.records.Read(n); err == nil && rec.Holding() {
 			out[n.Name] = true
 		}
 	}

@@ -110,3 +110,58 @@ func TestEnterTriggersRunOnceTheNodeHasEnteredTheState(t *testing.T) {
 		t.Errorf("pods left after the drain: %v", left)
 	}
 }
+
+// TestANodeLeavingMaintenanceHoldsItsSlotUntilItsEnterTriggersAreDone:
+// budget 1; the first node leaves in-maintenance for operational, whose
+// enter triggers drain it (a budget allows no eviction) and restore it.
+// While they run the first node is operational but not back, and keeps the
+// budget's slot: the second node, maintenance-required meanwhile, waits
+// for it, and goes in once the first node's enter triggers are done.
+func TestANodeLeavingMaintenanceHoldsItsSlotUntilItsEnterTriggersAreDone(t *testing.T) {
+	const pool = "leaver"
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Kubelet(t, env.Clientset)
+	p := rollingProfile(pool, pool, 1)
+	p.Spec.Triggers = append(p.Spec.Triggers,
+		pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+		pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
+	p.Spec.States.Operational.Enter = []string{"drain", "restore"}
+	testutil.Create(t, env.Client, p)
+	ns := testutil.Namespace(t, env.Client, pool)
+	first, second := pool+"-0", pool+"-1"
+	for _, n := range []string{first, second} {
+		testutil.Create(t, env.Client, testutil.Node(n, testutil.WithLabels(map[string]string{"pool": pool})))
+	}
+	testutil.ManagedPods(t, env.Client, ns, first, "web", 1)
+	pdb := testutil.PDB(t, env.Client, ns, "web", 1, 0)
+
+	annotateNode(t, first, "reboot-needed", `"true"`)
+	awaitNodeState(t, first, pitstopv1alpha1.StateInMaintenance)
+	annotateNode(t, second, "reboot-needed", `"true"`)
+	awaitNodeState(t, second, pitstopv1alpha1.StateMaintenanceRequired)
+	annotateNode(t, first, "reboot-needed", "null")
+	awaitNodeState(t, first, pitstopv1alpha1.StateOperational)
+
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		r, err := engine.ReadRecord(testutil.GetNode(t, env.Client, first))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Profiles[pool].Leaving() {
+			t.Fatalf("record %+v: the first node's enter triggers are done, with the eviction refused", r.Profiles[pool])
+		}
+		if got := testutil.GetNode(t, env.Client, second).Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateMaintenanceRequired) {
+			t.Fatalf("the second node is %s while the first still holds the slot", got)
+		}
+	}
+
+	testutil.SetAllowed(t, env.Client, pdb, 1, 1)
+	awaitNodeState(t, second, pitstopv1alpha1.StateInMaintenance)
+	r, err := engine.ReadRecord(testutil.GetNode(t, env.Client, first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := r.Profiles[pool]; pr.Entering {
+		t.Errorf("the second node went in while the first's enter triggers ran: %+v", pr)
+	}
+}

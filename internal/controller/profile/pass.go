@@ -93,7 +93,7 @@ func (p *pass) profiles() []string {
 func (p *pass) result() ctrl.Result {
 	res := ctrl.Result{RequeueAfter: p.requeue, Priority: ptr.To(0)}
 	switch {
-	case p.record.HeldBy() != "":
+	case p.record.Holding():
 		res.Priority = ptr.To(pipelinePriority) // its slots wait for it
 	case p.moved:
 		res.Priority = ptr.To(followUpPriority)

@@ -243,9 +243,12 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 		}
 	}
 	*want = *scratch
-	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance
 	// A transition back into the state it leaves enters nothing.
 	hasEnter := t.Next != pr.Current && len(c.Engine.Enter[t.Next]) > 0
+	// A node leaving maintenance gives its slots back once the state it
+	// goes to has run its enter triggers (a restore among them): until
+	// then it is not back.
+	leaving := pr.Current == pitstopv1alpha1.StateInMaintenance && t.Next != pitstopv1alpha1.StateInMaintenance && !hasEnter
 	record.Move(name, t.Next, now, hasEnter)
 	if !hasEnter {
 		// The new state's checks go into the same write as the move:
@@ -275,20 +278,24 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 // done, each doing its part once (a drain is started once, then waited
 // for); a failure is retried after a pause, as a transition's is. Once
 // they are done the record says so, and the next evaluation, a moment
-// later, evaluates the state's transitions.
+// later, evaluates the state's transitions; a node that came out of
+// maintenance gives its budget slots back then.
 func (r *Reconciler) enter(ctx context.Context, p *pass, c *fleet.Compiled) (stepped, error) {
 	name := c.Spec.Name
 	pr := p.record.Profiles[name]
 	triggers := c.Engine.Enter[pr.Current]
 	remember := func(why string) {
-		r.decisions.Remember(p.node.Name, name, pr, engine.EnteringDecision(pr.Current, triggers, why), p.now)
+		r.decisions.Remember(p.node.Name, name, pr, engine.EnteringDecision(pr.Current, c.Engine.EnterLeft(p.record.Profiles[name]), why), p.now)
 	}
 	if why := fleet.WaitingToRetry(pr, p.now); why != "" {
 		remember(why)
 		return stepped{after: until(pr.RetryAt.Time, p.now)}, nil
 	}
-	scratch := p.want.DeepCopy()
-	for _, tn := range triggers {
+	// The triggers done are recorded, and not run again: a restore after
+	// a drain would otherwise have the drain start over.
+	for i := pr.EnterDone; i < len(triggers); i++ {
+		tn := triggers[i]
+		scratch := p.want.DeepCopy()
 		// The node came from Previous: a restore here sees the node as
 		// written after it entered, as a transition's restore does.
 		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Previous, Since: pr.Since.Time, Now: p.now, Namespace: r.namespace, Client: r.client})
@@ -302,11 +309,12 @@ func (r *Reconciler) enter(ctx context.Context, p *pass, c *fleet.Compiled) (ste
 			remember(fmt.Sprintf("trigger %s: %s", tn, status))
 			return stepped{after: triggerRetry}, nil // a watch wakes it sooner
 		}
+		*p.want = *scratch
+		p.record.EnterDone(name, i+1)
 	}
-	*p.want = *scratch
 	p.record.Entered(name)
 	remember("its enter triggers are done; its transitions are evaluated next")
-	return stepped{after: conflictRetry}, nil
+	return stepped{after: conflictRetry, leaving: pr.Leaving()}, nil
 }
 
 // notifier sends rendered notifications in the background.

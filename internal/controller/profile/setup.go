@@ -211,7 +211,7 @@ func nodeEvents(records *fleet.Records) handler.EventHandler {
 		if !ok {
 			return
 		}
-		if record, err := records.Read(node); err == nil && record.HeldBy() != "" {
+		if record, err := records.Read(node); err == nil && record.Holding() {
 			addFirst(q, node.Name)
 			return
 		}
