@@ -164,7 +164,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		name string
 		args []string
 	}{
-		{"kube-controller-manager", controllerManagerArgs(c.KubeconfigPath, kcmPort, c.opts.NodeMonitorGracePeriod)},
+		{"kube-controller-manager", controllerManagerArgs(c.KubeconfigPath, kcmPort, c.opts.NodeMonitorGracePeriod, c.opts.DefaultClientLimits)},
 		{"kube-scheduler", schedulerArgs(files.schedulerConfig, schedPort)},
 		{"kwok", kwokArgs(c.KubeconfigPath, filepath.Join(c.opts.BinDir, "kwok-stages.yaml"), files.kwokConfig)},
 	} {

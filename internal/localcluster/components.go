@@ -41,16 +41,18 @@ func (c *Cluster) writeComponentConfigs(keys *pki) (componentFiles, error) {
 	// Every component shares the machine's cores here; re-placing the 3,000
 	// pods a round of a 1,000-node fleet's maintenance evicts otherwise keeps
 	// a core busy and slows the API server everything else waits on.
+	limits := "\n  qps: 500\n  burst: 1000"
+	if c.opts.DefaultClientLimits {
+		limits = ""
+	}
 	scheduler := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 percentageOfNodesToScore: 10
 clientConnection:
-  kubeconfig: %q
-  qps: 500
-  burst: 1000
+  kubeconfig: %q%s
 leaderElection:
   leaderElect: false
-`, c.KubeconfigPath)
+`, c.KubeconfigPath, limits)
 	if err := os.WriteFile(f.schedulerConfig, []byte(scheduler), 0o600); err != nil {
 		return f, err
 	}
@@ -138,8 +140,8 @@ func apiserverArgs(keys *pki, files componentFiles, etcdPort, apiPort int, host 
 	return append(args, "--enable-aggregator-routing=true")
 }
 
-func controllerManagerArgs(kubeconfig string, port int, nodeGrace time.Duration) []string {
-	return []string{
+func controllerManagerArgs(kubeconfig string, port int, nodeGrace time.Duration, defaultLimits bool) []string {
+	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -151,11 +153,12 @@ func controllerManagerArgs(kubeconfig string, port int, nodeGrace time.Duration)
 		// heartbeat stops. nodeipam needs a cluster CIDR nobody uses here.
 		"--controllers=*,-nodeipam",
 		"--node-monitor-grace-period=" + nodeGrace.String(),
-		"--kube-api-qps=500",
-		"--kube-api-burst=1000",
-		"--concurrent-deployment-syncs=10",
-		"--concurrent-replicaset-syncs=10",
 	}
+	if !defaultLimits {
+		args = append(args, "--kube-api-qps=500", "--kube-api-burst=1000",
+			"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10")
+	}
+	return args
 }
 
 func schedulerArgs(config string, port int) []string {

@@ -73,6 +73,13 @@ type Options struct {
 
 	// StartTimeout bounds Start.
 	StartTimeout time.Duration
+
+	// DefaultClientLimits runs kube-controller-manager and kube-scheduler
+	// at their own defaults, as a cluster set up with them does: client
+	// limits of 20 and 50 requests a second instead of 500, and 5
+	// Deployment and ReplicaSet workers instead of 10. The replacements of
+	// evicted pods then come at those components' pace.
+	DefaultClientLimits bool
 }
 
 // DefaultOptions is three control-plane nodes and three workers over three

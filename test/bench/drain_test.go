@@ -49,6 +49,9 @@ type drainRun struct {
 	phases   phases
 	requests requestCounts
 	cpu      cpuUsage
+	// connections are the drainer's connections to the API server before
+	// and after, where counted.
+	connections [2]int
 }
 
 // BenchmarkDrain110Pods drains a node holding 110 ReplicaSet pods (no
@@ -105,7 +108,7 @@ func BenchmarkDrain110Pods(b *testing.B) {
 			var run drainRun
 			cpuBefore := e.cpuNow()
 			if i%2 == 0 {
-				run, err = e.drainWithPitstop(ctx, target, pods, fmt.Sprintf("drain-%d", i))
+				run, err = e.drainWithPitstop(ctx, target, pods, fmt.Sprintf("drain-%d", i), e.managerRequests.snapshot)
 			} else {
 				run, err = e.drainWithLibrary(ctx, helper, libRequests, target, pods)
 			}
@@ -165,18 +168,23 @@ func report(b *testing.B, runs []drainRun) {
 // medianPhases is each phase's median over one drainer's runs, and the
 // median tail from the last pod gone to the drainer saying it is done.
 func medianPhases(runs []drainRun, drainer string) string {
-	var cordoned, first, last, gone, tail []time.Duration
+	var created, cordoned, first, last, gone, tail []time.Duration
 	for _, r := range runs {
 		if r.drainer != drainer {
 			continue
 		}
+		created = append(created, r.phases.created)
 		cordoned = append(cordoned, r.phases.cordoned)
 		first = append(first, r.phases.firstEviction)
 		last = append(last, r.phases.lastEviction)
 		gone = append(gone, r.phases.lastGone)
 		tail = append(tail, r.phases.done-r.phases.lastGone)
 	}
-	return fmt.Sprintf("cordoned +%dms, first eviction +%dms, last eviction +%dms, last pod gone +%dms, then done %dms later",
+	prefix := ""
+	if c := median(created); c > 0 {
+		prefix = fmt.Sprintf("created +%dms, ", c.Milliseconds())
+	}
+	return prefix + fmt.Sprintf("cordoned +%dms, first eviction +%dms, last eviction +%dms, last pod gone +%dms, then done %dms later",
 		median(cordoned).Milliseconds(), median(first).Milliseconds(), median(last).Milliseconds(), median(gone).Milliseconds(), median(tail).Milliseconds())
 }
 
@@ -247,8 +255,9 @@ func (e *pitstopEnv) uncordon(ctx context.Context, helper *kubectldrain.Helper, 
 }
 
 // drainWithPitstop creates a NodeMaintenance for node and returns when its
-// Drained condition is observed True.
-func (e *pitstopEnv) drainWithPitstop(ctx context.Context, node *corev1.Node, pods *corev1.PodList, name string) (drainRun, error) {
+// Drained condition is observed True; requests counts the manager's
+// requests so far.
+func (e *pitstopEnv) drainWithPitstop(ctx context.Context, node *corev1.Node, pods *corev1.PodList, name string, requests func() requestCounts) (drainRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	o, err := e.observeNodeMaintenance(ctx, name)
@@ -264,16 +273,17 @@ func (e *pitstopEnv) drainWithPitstop(ctx context.Context, node *corev1.Node, po
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node.Name, Reason: "benchmark: drain 110 pods"},
 	}
-	before := e.managerRequests.snapshot()
+	before := requests()
 	start := time.Now()
 	if err := e.client.Create(ctx, nm); err != nil {
 		return drainRun{}, err
 	}
+	created := time.Since(start)
 	end, err := o.until(func(ev watch.Event) bool {
 		nm, ok := ev.Object.(*pitstopv1alpha1.NodeMaintenance)
 		return ok && meta.IsStatusConditionTrue(nm.Status.Conditions, pitstopv1alpha1.ConditionDrained)
 	})
-	requests := e.managerRequests.snapshot().since(before)
+	sent := requests().since(before)
 	if err != nil {
 		return drainRun{}, fmt.Errorf("waiting for NodeMaintenance %s to be Drained: %w", name, err)
 	}
@@ -281,7 +291,8 @@ func (e *pitstopEnv) drainWithPitstop(ctx context.Context, node *corev1.Node, po
 	if err != nil {
 		return drainRun{}, err
 	}
-	return drainRun{drainer: "pitstop", node: node.Name, took: end.Sub(start), phases: ph, requests: requests}, nil
+	ph.created = created
+	return drainRun{drainer: "pitstop", node: node.Name, took: end.Sub(start), phases: ph, requests: sent}, nil
 }
 
 // drainWithLibrary cordons and drains node with the kubectl drain library,
@@ -319,12 +330,19 @@ func (e *pitstopEnv) drainWithLibrary(ctx context.Context, helper *kubectldrain.
 // phases are when a drain's steps were observed through watches, as
 // offsets from its start.
 type phases struct {
+	// created is when the create of the NodeMaintenance returned (its
+	// admission webhook included); zero for the library.
+	created                                               time.Duration
 	cordoned, firstEviction, lastEviction, lastGone, done time.Duration
 }
 
 func (p phases) String() string {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
-	return strings.Join([]string{
+	created := ""
+	if p.created > 0 {
+		created = "created +" + ms(p.created) + ", "
+	}
+	return created + strings.Join([]string{
 		"cordoned +" + ms(p.cordoned),
 		"first eviction +" + ms(p.firstEviction),
 		"last eviction +" + ms(p.lastEviction),

@@ -729,12 +729,38 @@ func podSpread(ctx context.Context, cl client.Client) (string, error) {
 type managerProcess struct {
 	cmd            *exec.Cmd
 	metrics, pprof string
+	// readyAfter is how long it took from its start to ready.
+	readyAfter time.Duration
+}
+
+// stop stops the manager as a pod's termination does (SIGTERM) and waits
+// for it to exit.
+func (m *managerProcess) stop() {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
+	_ = m.cmd.Wait()
 }
 
 // startManagerProcess runs the pitstop binary against the cluster, without
 // leader election or webhook (the benchmark's profile is valid), and waits
-// until it is ready.
+// until it is ready, logging its memory meanwhile.
 func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProcess {
+	b.Helper()
+	return runManagerProcess(b, binary, kubeconfig, managerRun{flags: strings.Fields(*managerFlags), logMemory: true})
+}
+
+// managerRun is how runManagerProcess runs the manager.
+type managerRun struct {
+	// flags are added to `pitstop run`'s, after the benchmark's own
+	// (a later flag wins).
+	flags []string
+	// logMemory samples and logs the manager's memory while it starts, and
+	// saves a heap profile once it is ready.
+	logMemory bool
+}
+
+// runManagerProcess runs `pitstop run` against the cluster as
+// startManagerProcess says, with run's flags, and waits until it is ready.
+func runManagerProcess(b *testing.B, binary, kubeconfig string, run managerRun) *managerProcess {
 	b.Helper()
 	metricsPort, healthPort, pprofPort := testutil.FreePort(b), testutil.FreePort(b), testutil.FreePort(b)
 	cmd := exec.Command(binary, "run", "--kubeconfig="+kubeconfig, "--leader-elect=false", "--webhook-port=0",
@@ -742,7 +768,7 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
 		fmt.Sprintf("--pprof-addr=127.0.0.1:%d", pprofPort),
 		"--dashboard-addr=0", "--log-level=error")
-	cmd.Args = append(cmd.Args, strings.Fields(*managerFlags)...)
+	cmd.Args = append(cmd.Args, run.flags...)
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+managerNS)
 	logFile, err := os.Create(filepath.Join(b.TempDir(), "pitstop.log"))
 	if err != nil {
@@ -754,7 +780,7 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGTERM) // nothing when it was stopped already
 		_ = cmd.Wait()
 		if b.Failed() {
 			log, _ := os.ReadFile(logFile.Name())
@@ -766,8 +792,14 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 	ready := fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)
 	started := time.Now()
 	var start []memorySample
-	err = wait.PollUntilContextTimeout(b.Context(), 200*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		start = append(start, m.sample(time.Since(started)))
+	poll := 200 * time.Millisecond
+	if !run.logMemory {
+		poll = 20 * time.Millisecond
+	}
+	err = wait.PollUntilContextTimeout(b.Context(), poll, 5*time.Minute, true, func(context.Context) (bool, error) {
+		if run.logMemory {
+			start = append(start, m.sample(time.Since(started)))
+		}
 		resp, err := http.Get(ready)
 		if err != nil {
 			return false, nil
@@ -778,7 +810,11 @@ func startManagerProcess(b *testing.B, binary, kubeconfig string) *managerProces
 	if err != nil {
 		b.Fatalf("the manager did not become ready: %v", err)
 	}
-	b.Logf("manager ready after %.1fs; its memory while the caches filled: %s", time.Since(started).Seconds(), startCurve(start))
+	m.readyAfter = time.Since(started)
+	if !run.logMemory {
+		return m
+	}
+	b.Logf("manager ready after %.1fs; its memory while the caches filled: %s", m.readyAfter.Seconds(), startCurve(start))
 	if log, err := os.ReadFile(logFile.Name()); err == nil {
 		for _, line := range strings.Split(string(log), "\n") {
 			if strings.Contains(strings.ToLower(line), "watchlist") || strings.Contains(line, "falling back") {

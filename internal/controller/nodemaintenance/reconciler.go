@@ -44,7 +44,7 @@ type Options struct {
 
 // DefaultOptions are the controller's defaults.
 func DefaultOptions() Options {
-	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 128, LeaseNamespace: "pitstop-system"}
+	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 100, LeaseNamespace: "pitstop-system"}
 }
 
 // Reconciler drives NodeMaintenance objects.

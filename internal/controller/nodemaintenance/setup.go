@@ -53,11 +53,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
+	evictions, err := evictionClient(mgr)
+	if err != nil {
+		return err
+	}
 	r := &Reconciler{
 		client:     mgr.GetClient(),
 		apiReader:  mgr.GetAPIReader(),
 		recorder:   mgr.GetEventRecorder("pitstop-" + controllerName),
-		executor:   &drain.Executor{Client: mgr.GetClient(), Concurrency: opts.EvictionConcurrency},
+		executor:   &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency},
 		clock:      opts.Clock,
 		opts:       opts,
 		evicted:    newExpectations(),
