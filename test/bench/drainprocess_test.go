@@ -29,6 +29,7 @@ import (
 var (
 	processDrainRounds   = flag.Int("process-drain-rounds", 5, "how many rounds BenchmarkDrain110PodsOwnProcess runs: each a drain by a pitstop just started, one by the same pitstop again, and one by the kubectl drain library")
 	processDrainVariants = flag.String("process-drain-variants", "", "BenchmarkDrain110PodsOwnProcess: flag sets, separated by ';', each run as its own pitstop in every round, side by side (default: one, pitstop's defaults)")
+	processDrainSettle   = flag.Duration("process-drain-settle", 0, "BenchmarkDrain110PodsOwnProcess: how long to wait after the manager is ready before its first drain")
 	processDrainCPU      = flag.String("process-drain-cpuprofile", "", "BenchmarkDrain110PodsOwnProcess: write a CPU profile of the manager during each of its drains to this path, suffixed with the round and drain")
 )
 
@@ -155,6 +156,7 @@ func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 				m := runManagerProcess(b, binary, c.KubeconfigPath, userManagerRun(b, strings.Fields(variant)))
 				manager = m
 				ready = append(ready, m.readyAfter)
+				time.Sleep(*processDrainSettle)
 				counted := func() requestCounts {
 					n, err := m.requests()
 					if err != nil {
@@ -173,8 +175,11 @@ func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 						profiled = m.cpuProfile(b, fmt.Sprintf("%s.%d-%d", *processDrainCPU, round, i), 3*time.Second)
 					}
 					connsBefore := apiConnections(m.cmd.Process.Pid, c.Config.Host)
+					faultsBefore := pageFaults(m.cmd.Process.Pid)
 					run, err := e.drainWithPitstop(ctx, target, pods, name, counted)
 					profiled()
+					faults := pageFaults(m.cmd.Process.Pid)
+					b.Logf("round %d %s: the manager's page faults during the drain: %d minor, %d major", round, label(variant, what), faults[0]-faultsBefore[0], faults[1]-faultsBefore[1])
 					if err != nil {
 						b.Fatalf("round %d (%s): %v", round, label(variant, what), err)
 					}
@@ -262,4 +267,22 @@ func apiConnections(pid int, host string) int {
 		}
 	}
 	return n
+}
+
+// pageFaults are the minor and major page faults of process pid so far,
+// from /proc; zero where it cannot tell.
+func pageFaults(pid int) [2]int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return [2]int64{}
+	}
+	// The fields after the command's closing parenthesis: state is 3rd,
+	// minflt 10th and majflt 12th of the whole line.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(fields) < 10 {
+		return [2]int64{}
+	}
+	minor, _ := strconv.ParseInt(fields[7], 10, 64)
+	major, _ := strconv.ParseInt(fields[9], 10, 64)
+	return [2]int64{minor, major}
 }
