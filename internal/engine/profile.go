@@ -26,12 +26,15 @@ type Profile struct {
 	Enter map[pitstopv1alpha1.MaintenanceState][]string
 }
 
-// States lists the states with their field names, in order.
-var States = []struct {
+// stateEntry is a state with its field name and its spec's place.
+type stateEntry struct {
 	State pitstopv1alpha1.MaintenanceState
 	Field string
 	Spec  func(*pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec
-}{
+}
+
+// States lists the states with their field names, in order.
+var States = []stateEntry{
 	{pitstopv1alpha1.StateOperational, "operational", func(s *pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &s.Operational }},
 	{pitstopv1alpha1.StateMaintenanceRequired, "maintenanceRequired", func(s *pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &s.MaintenanceRequired }},
 	{pitstopv1alpha1.StateInMaintenance, "inMaintenance", func(s *pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &s.InMaintenance }},
@@ -62,12 +65,13 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile) (*Profile, error) {
 		Enter: map[pitstopv1alpha1.MaintenanceState][]string{}}
 	states := p.Spec.States
 	for _, st := range States {
-		for j, name := range st.Spec(&states).Enter {
+		enter := st.Spec(&states).Enter
+		for j, name := range enter {
 			if !triggers[name] {
 				errs = append(errs, field.Invalid(field.NewPath("spec", "states", st.Field, "enter").Index(j), name, "no trigger of that name in spec.triggers"))
 			}
 		}
-		if enter := st.Spec(&states).Enter; len(enter) > 0 {
+		if len(enter) > 0 {
 			out.Enter[st.State] = enter
 		}
 		path := field.NewPath("spec", "states", st.Field, "transitions")
@@ -157,7 +161,8 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 					}
 				}
 				run(t.Triggers, path.Index(i).Child("triggers"))
-				run(enterOf(&states, t.Next), field.NewPath("spec", "states", fieldOf(t.Next), "enter"))
+				into := stateOf(t.Next)
+				run(into.Spec(&states).Enter, field.NewPath("spec", "states", into.Field, "enter"))
 				if !drained {
 					continue
 				}
@@ -174,24 +179,15 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 	return errs
 }
 
-// enterOf is the enter triggers of state s.
-func enterOf(states *pitstopv1alpha1.StatesSpec, s pitstopv1alpha1.MaintenanceState) []string {
+// stateOf is the entry of States for state s (every state the API
+// accepts has one).
+func stateOf(s pitstopv1alpha1.MaintenanceState) stateEntry {
 	for _, st := range States {
 		if st.State == s {
-			return st.Spec(states).Enter
+			return st
 		}
 	}
-	return nil
-}
-
-// fieldOf is the field name of state s under spec.states.
-func fieldOf(s pitstopv1alpha1.MaintenanceState) string {
-	for _, st := range States {
-		if st.State == s {
-			return st.Field
-		}
-	}
-	return string(s)
+	return stateEntry{State: s, Field: string(s), Spec: func(*pitstopv1alpha1.StatesSpec) *pitstopv1alpha1.StateSpec { return &pitstopv1alpha1.StateSpec{} }}
 }
 
 // Passes says whether a transition of the record's state passes on the

@@ -105,13 +105,7 @@ func TestTheMaintenanceControllersFlatcarExampleImported(t *testing.T) {
 	}
 
 	const node = "worker-000"
-	patch := func(annotations string) {
-		t.Helper()
-		p := fmt.Sprintf(`{"metadata":{"labels":{%q:"flatcar"},"annotations":%s}}`, pitstopv1alpha1.LabelSeedProfile, annotations)
-		if err := c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	patch := func(annotations string) { t.Helper(); patchSeedNode(t, c, node, "flatcar", annotations) }
 	state := func(want pitstopv1alpha1.MaintenanceState, check func(*corev1.Node) error) {
 		t.Helper()
 		testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
@@ -223,13 +217,7 @@ func TestTheMaintenanceControllersEnterChainsImported(t *testing.T) {
 	if err := cluster.AwaitWorkloads(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	patch := func(annotations string) {
-		t.Helper()
-		p := fmt.Sprintf(`{"metadata":{"labels":{%q:"drainer"},"annotations":%s}}`, pitstopv1alpha1.LabelSeedProfile, annotations)
-		if err := c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	patch := func(annotations string) { t.Helper(); patchSeedNode(t, c, node, "drainer", annotations) }
 	get := func() *corev1.Node {
 		t.Helper()
 		n := &corev1.Node{}
@@ -268,4 +256,14 @@ func TestTheMaintenanceControllersEnterChainsImported(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// patchSeedNode gives the node the maintenance-controller's profile label
+// for profile and merges annotations (a JSON object) into its own.
+func patchSeedNode(t *testing.T, c client.Client, node, profile, annotations string) {
+	t.Helper()
+	p := fmt.Sprintf(`{"metadata":{"labels":{%q:%q},"annotations":%s}}`, pitstopv1alpha1.LabelSeedProfile, profile, annotations)
+	if err := c.Patch(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+		t.Fatal(err)
+	}
 }
