@@ -6,8 +6,13 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,7 +58,6 @@ type Manager struct {
 	cancel  context.CancelFunc
 	done    chan error
 	t       testing.TB
-	ended   *atomic.Bool
 }
 
 // Stop stops the manager and waits for it; it is safe to call twice.
@@ -65,7 +69,6 @@ func (m *Manager) Stop() {
 	if err := <-m.done; err != nil {
 		m.t.Errorf("manager: %v", err)
 	}
-	m.ended.Store(true)
 }
 
 // StartManager runs pitstop's manager against cfg until Stop or the end of
@@ -110,13 +113,13 @@ func StartManager(t testing.TB, cfg *rest.Config, c client.Client, o Options) *M
 			t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
 		}
 	}
-	log, ended := Logger(t)
+	log := Logger(t)
 	mgr, err := manager.New(ctx, cfg, opts, log)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	m := &Manager{cancel: cancel, done: make(chan error, 1), t: t, ended: ended}
+	m := &Manager{cancel: cancel, done: make(chan error, 1), t: t}
 	go func() { m.done <- mgr.Start(ctx) }()
 	t.Cleanup(m.Stop)
 	if o.Webhook {
@@ -139,14 +142,41 @@ func StartManager(t testing.TB, cfg *rest.Config, c client.Client, o Options) *M
 	return m
 }
 
-// Logger logs to t until ended is set. Some of controller-runtime's
-// goroutines outlive the manager's Start and may still log, which t does
-// not allow once the test is over; that would hide the test's own failure.
-func Logger(t testing.TB) (logr.Logger, *atomic.Bool) {
-	ended := &atomic.Bool{}
-	return funcr.New(func(prefix, args string) {
-		if !ended.Load() {
-			t.Log(prefix, args)
+// tailLines is how many of a manager's last log lines a failed test shows.
+const tailLines = 40
+
+// Logger keeps the manager's log lines. When the test fails, it writes
+// them all to a file and logs the file's name and the last tailLines
+// lines, so that the test's own messages are not lost among thousands of
+// the manager's in a long output. Its lines are never logged to t
+// directly: some of controller-runtime's goroutines outlive the manager's
+// Start and may still log, which t does not allow once the test is over.
+func Logger(t testing.TB) logr.Logger {
+	var mu sync.Mutex
+	var lines []string
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
 		}
-	}, funcr.Options{}), ended
+		mu.Lock()
+		kept := slices.Clone(lines)
+		mu.Unlock()
+		f, err := os.CreateTemp("", "pitstop-manager-*.log")
+		if err == nil {
+			_, err = f.WriteString(strings.Join(kept, "\n") + "\n")
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			t.Logf("writing the manager's log: %v", err)
+		} else {
+			t.Logf("the manager's log (%d lines): %s", len(kept), f.Name())
+		}
+		t.Logf("its last %d lines:\n%s", min(tailLines, len(kept)), strings.Join(kept[max(0, len(kept)-tailLines):], "\n"))
+	})
+	return funcr.New(func(prefix, args string) {
+		line := time.Now().UTC().Format("15:04:05.000 ") + strings.TrimSpace(prefix+" "+args)
+		mu.Lock()
+		lines = append(lines, line)
+		mu.Unlock()
+	}, funcr.Options{})
 }
