@@ -28,9 +28,14 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 )
 
-// slotGrace spares a maxMaintenance slot just taken from the staleness
-// rule while the transition it let in is being written.
+// slotGrace spares a maxMaintenance slot just taken or confirmed from the
+// staleness rule while the transition it let in is being written.
 const slotGrace = 15 * time.Second
+
+// renewAfter is how old a slot a node goes in on may be before its
+// admission confirms it (confirm): well within slotGrace, so that a node
+// let in on it has the whole grace to show that it needs it.
+const renewAfter = slotGrace / 3
 
 // Admission lets nodes into maintenance through their budgets' slots.
 type Admission struct {
@@ -123,6 +128,16 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 		if !got {
 			return refuse(b, slotsTaken(b))
 		}
+		if holding && b.MaxMaintenance != nil {
+			confirmed, err := a.confirm(ctx, b, node.Name, req.Now)
+			if err != nil {
+				giveBack()
+				return Verdict{}, err
+			}
+			if !confirmed {
+				return refuse(b, fmt.Sprintf("its slot of budget %s was given back or changed hands a moment ago", name))
+			}
+		}
 		a.waiters.admitted(wakeKey, node.Name)
 		taken = append(taken, b.Key)
 		if b.MaxMaintenance != nil && !b.MaxMaintenance.ProfileScoped {
@@ -138,6 +153,27 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 		return refuse(b, why)
 	}
 	return Verdict{Admitted: true}, nil
+}
+
+// confirm renews the maxMaintenance slot node holds as it goes in on it,
+// so that the sweep's grace counts from now, not from when the slot was
+// taken or handed to it. A slot handed to the next node in line may wait
+// longer than the grace for that node's evaluation (its queue far
+// behind); a sweep between the node's admission and the write that shows
+// it needs the slot (its drain's NodeMaintenance, its move into
+// maintenance) would otherwise find it neither in maintenance nor
+// draining, give its slot back, and let a third node in: one over the
+// budget. The renewal is made only if the slot is unchanged since the
+// cache showed it, and the sweep deletes a slot only if it is unchanged
+// since it judged it stale, so one of the two fails. A node the cache
+// shows needing its slot already (in maintenance, or its drain under
+// way), or whose slot was taken or confirmed within renewAfter, costs no
+// write.
+func (a *Admission) confirm(ctx context.Context, b Budget, node string, now time.Time) (bool, error) {
+	if needsSlot(ctx, a.client, node) {
+		return true, nil
+	}
+	return a.slots.Renew(ctx, b.Key, node, now, renewAfter)
 }
 
 // crowded checks, once the node holds a slot of every budget of its
@@ -269,7 +305,7 @@ func (a *Admission) StaleRule(ctx context.Context, now time.Time) budget.Stale {
 // node's move into maintenance or its drain's NodeMaintenance.
 func (a *Admission) notInMaintenance(ctx context.Context, now time.Time) budget.Stale {
 	return func(holder string, l *coordinationv1.Lease) bool {
-		if l.Spec.AcquireTime != nil && now.Sub(l.Spec.AcquireTime.Time) < slotGrace {
+		if now.Sub(budget.Taken(l)) < slotGrace {
 			return false
 		}
 		return !needsSlot(ctx, a.client, holder) && !needsSlot(ctx, a.apiReader, holder)

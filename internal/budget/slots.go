@@ -582,6 +582,64 @@ func (s *Slots) HandOver(ctx context.Context, key Key, max int, from, to string,
 	return true, nil
 }
 
+// Taken is when a slot was last taken or confirmed by its holder: its
+// acquireTime (set when it is taken or handed over) or its renewTime (set
+// when its holder confirms it, Renew), whichever is later.
+func Taken(lease *coordinationv1.Lease) time.Time {
+	var t time.Time
+	if a := lease.Spec.AcquireTime; a != nil {
+		t = a.Time
+	}
+	if r := lease.Spec.RenewTime; r != nil && r.After(t) {
+		t = r.Time
+	}
+	return t
+}
+
+// Renew confirms that node still holds its slot of the budget: unless the
+// slot was taken or confirmed within fresh, it writes the slot's renewTime,
+// in one update made only if the slot is unchanged since the cache (with
+// this process's own writes laid over it) showed it. It reports false
+// when the cache (without one, the API server) shows node holding no slot
+// of the budget, or when the slot changed or went in the meantime (a sweep
+// gave it back): node then holds nothing it may go in on.
+func (s *Slots) Renew(ctx context.Context, key Key, node string, now time.Time, fresh time.Duration) (bool, error) {
+	list := &coordinationv1.LeaseList{}
+	var err error
+	if s.Cache != nil {
+		err = s.cached(ctx, key, list)
+	} else {
+		err = s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()})
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the slots of budget %s: %w", key.Name, err)
+	}
+	var held *coordinationv1.Lease
+	for i := range list.Items {
+		if HolderOf(&list.Items[i]) == node {
+			held = &list.Items[i]
+			break
+		}
+	}
+	switch {
+	case held == nil:
+		return false, nil
+	case now.Sub(Taken(held)) < fresh:
+		return true, nil
+	}
+	lease := held.DeepCopy() // the cache's object, or the list's
+	before := lease.ResourceVersion
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	switch err := s.Client.Update(ctx, lease); {
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("confirming slot %s of node %s: %w", lease.Name, node, err)
+	}
+	s.wrote(lease.Name, before, lease, now)
+	return true, nil
+}
+
 // Release gives up every slot of the budget node holds; slots beyond max
 // (left from a larger budget) are released too.
 func (s *Slots) Release(ctx context.Context, key Key, node string) error {

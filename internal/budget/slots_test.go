@@ -12,6 +12,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -475,6 +476,73 @@ func TestStaleSlotIsTakenOver(t *testing.T) {
 	}
 	if holders, _ := s.Holders(t.Context(), key); len(holders) != 1 {
 		t.Fatalf("a's release freed b's slot: holders %v", holders)
+	}
+}
+
+// TestRenew: a holder confirms its slot with a write of its renewTime,
+// which Taken then gives, unless it took or confirmed it within fresh; a
+// node holding no slot, or whose slot went, is told so. A sweep that
+// judged the slot stale before the renewal deletes nothing.
+func TestRenew(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "budget-renew")
+	s := &Slots{Client: env.Client, Namespace: ns}
+	key := Key{Name: "renew"}
+	t0 := time.Now().Truncate(time.Microsecond)
+	if _, ok, err := s.Acquire(t.Context(), key, 1, "a", t0, nil); err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	slot := func() *coordinationv1.Lease {
+		t.Helper()
+		list := &coordinationv1.LeaseList{}
+		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+			t.Fatalf("slots: %v (%d)", err, len(list.Items))
+		}
+		return &list.Items[0]
+	}
+	taken := slot()
+	if got := Taken(taken); !got.Equal(t0) {
+		t.Errorf("Taken = %v, want the acquire time %v", got, t0)
+	}
+	if ok, err := s.Renew(t.Context(), key, "a", t0.Add(2*time.Second), 5*time.Second); err != nil || !ok {
+		t.Fatalf("renewing a fresh slot: %v %v", ok, err)
+	}
+	if v := slot().ResourceVersion; v != taken.ResourceVersion {
+		t.Error("a slot taken within fresh was written")
+	}
+	for _, c := range []struct {
+		name string
+		s    *Slots
+	}{{"without a cache", s}, {"with a cache", &Slots{Client: env.Client, Cache: env.Client, Namespace: ns}}} {
+		before := slot()
+		at := Taken(before).Add(20 * time.Second)
+		if ok, err := c.s.Renew(t.Context(), key, "a", at, 5*time.Second); err != nil || !ok {
+			t.Fatalf("%s: renewing: %v %v", c.name, ok, err)
+		}
+		after := slot()
+		if got := Taken(after); !got.Equal(at) {
+			t.Errorf("%s: Taken = %v after the renewal, want %v", c.name, got, at)
+		}
+		if HolderOf(after) != "a" || !after.Spec.AcquireTime.Time.Equal(t0) {
+			t.Errorf("%s: the renewal changed the holder or the acquire time: %q %v", c.name, HolderOf(after), after.Spec.AcquireTime)
+		}
+		// A sweep that judged the slot as it was before cannot delete it.
+		if err := env.Client.Delete(t.Context(), before.DeepCopy(), client.Preconditions{ResourceVersion: &before.ResourceVersion}); !apierrors.IsConflict(err) {
+			t.Errorf("%s: deleting the slot as it was before the renewal: %v, want a conflict", c.name, err)
+		}
+	}
+	if ok, err := s.Renew(t.Context(), key, "b", t0.Add(time.Hour), 5*time.Second); err != nil || ok {
+		t.Errorf("a node holding no slot renewed: %v %v", ok, err)
+	}
+	// The slot goes (a sweep) with the version the cache shows: the holder's
+	// renewal from that cache fails, and it is told.
+	stale := slot()
+	cache := staticCache{leases: []coordinationv1.Lease{*stale}}
+	if err := env.Client.Delete(t.Context(), stale.DeepCopy(), client.Preconditions{ResourceVersion: &stale.ResourceVersion}); err != nil {
+		t.Fatal(err)
+	}
+	behind := &Slots{Client: env.Client, Cache: cache, Namespace: ns}
+	if ok, err := behind.Renew(t.Context(), key, "a", t0.Add(2*time.Hour), 5*time.Second); err != nil || ok {
+		t.Errorf("renewing a slot the sweep gave back: %v %v, want false", ok, err)
 	}
 }
 

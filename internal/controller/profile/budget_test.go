@@ -252,22 +252,7 @@ func TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt(t *testing.T) {
 			cache := &leaseSnapshot{}
 			clock := clocktesting.NewFakeClock(time.Now())
 			r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: cache, Namespace: ns}).WithClock(clock)
-			reconcile := func(n *corev1.Node, times int) {
-				t.Helper()
-				for range times {
-					if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: n.Name}}); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			state := func(n *corev1.Node) pitstopv1alpha1.MaintenanceState {
-				t.Helper()
-				rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, n.Name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return rec.Profiles[p.Name].Current
-			}
+			reconcile, state := drive(t, r, p.Name)
 
 			reconcile(leaving, 2) // maintenance-required, then in maintenance with the slot
 			if got := state(leaving); got != pitstopv1alpha1.StateInMaintenance {
@@ -317,6 +302,107 @@ func TestASlotGivenBackLetsTheNextNodeInBeforeTheCacheSeesIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestASlotHandedOverIsConfirmedWhenItsNodeGoesIn: a slot handed to the
+// node first in line counts as taken at the hand-over. When that node is
+// evaluated only after the sweep's grace has passed, the sweep, until the
+// node shows it needs the slot, would judge it stale: a sweep judging it
+// between the node's admission and the write that takes the node in
+// would give the slot back and let a third node in, one over the budget.
+// The admission confirms the slot first (its renewTime), in a write that
+// changes its version, so that such a sweep's delete, made only if the
+// slot is unchanged since it judged it, fails.
+func TestASlotHandedOverIsConfirmedWhenItsNodeGoesIn(t *testing.T) {
+	const name = "confirm"
+	ns := testutil.Namespace(t, env.Client, name)
+	p := rollingProfile(name, name, 1)
+	testutil.Create(t, env.Client, p)
+	var nodes []*corev1.Node
+	for _, suffix := range []string{"leaving", "next"} {
+		n := testutil.Node(name+"-"+suffix, testutil.WithLabels(map[string]string{"pool": name}),
+			func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+		testutil.Create(t, env.Client, n)
+		nodes = append(nodes, n)
+	}
+	leaving, next := nodes[0], nodes[1]
+	clock := clocktesting.NewFakeClock(time.Now())
+	r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: env.Client, Namespace: ns}).WithClock(clock)
+	reconcile, state := drive(t, r, p.Name)
+	slot := func() *coordinationv1.Lease {
+		t.Helper()
+		list := &coordinationv1.LeaseList{}
+		if err := env.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil || len(list.Items) != 1 {
+			t.Fatalf("slot Leases: %v (%d)", err, len(list.Items))
+		}
+		return &list.Items[0]
+	}
+
+	reconcile(leaving, 2) // in maintenance with the slot
+	reconcile(next, 2)    // in line for it
+	done := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"reboot-needed":null}}}`))
+	if err := env.Client.Patch(t.Context(), testutil.GetNode(t, env.Client, leaving.Name), done); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(leaving, 1) // out of maintenance: the slot is handed to next
+	handed := slot()
+	if got := budget.HolderOf(handed); got != next.Name {
+		t.Fatalf("the slot is held by %q after the hand-over, want %s", got, next.Name)
+	}
+
+	// next is evaluated after the grace: until it goes in, the sweep
+	// judges its slot stale.
+	clock.Step(time.Minute)
+	if !r.SlotStale(t.Context(), clock.Now())(next.Name, handed) {
+		t.Fatal("the slot handed to a node not yet in maintenance is not stale after the grace: this test no longer shows the hazard")
+	}
+	reconcile(next, 1)
+	if got := state(next); got != pitstopv1alpha1.StateInMaintenance {
+		t.Fatalf("%s is %s, want %s", next.Name, got, pitstopv1alpha1.StateInMaintenance)
+	}
+	confirmed := slot()
+	if renewed := confirmed.Spec.RenewTime; renewed == nil || !renewed.Time.Equal(clock.Now().Truncate(time.Microsecond)) {
+		t.Errorf("the slot's renewTime is %v, want the admission's time %v", renewed, clock.Now())
+	}
+	if confirmed.ResourceVersion == handed.ResourceVersion {
+		t.Fatal("the admission did not write the slot")
+	}
+	// A sweep that judged the slot stale as handed over cannot delete it.
+	err := env.Client.Delete(t.Context(), handed.DeepCopy(), client.Preconditions{ResourceVersion: &handed.ResourceVersion})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("deleting the slot as it was before the admission: %v, want a conflict", err)
+	}
+	// Confirmed, it is spared for the grace even by a node not in
+	// maintenance: the admission's write shows in the slot itself.
+	if r.SlotStale(t.Context(), clock.Now().Add(10*time.Second))("someone-else", confirmed) {
+		t.Error("a slot confirmed 10 s ago is stale")
+	}
+	if !r.SlotStale(t.Context(), clock.Now().Add(time.Minute))("someone-else", confirmed) {
+		t.Error("a slot confirmed a minute ago, of a holder that is not a node, is not stale")
+	}
+}
+
+// drive returns, for a test that drives r itself, a function that
+// evaluates a node a number of times and one that reads its state in
+// the profile named.
+func drive(t *testing.T, r *profile.Reconciler, profileName string) (reconcile func(n *corev1.Node, times int), state func(n *corev1.Node) pitstopv1alpha1.MaintenanceState) {
+	reconcile = func(n *corev1.Node, times int) {
+		t.Helper()
+		for range times {
+			if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: n.Name}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	state = func(n *corev1.Node) pitstopv1alpha1.MaintenanceState {
+		t.Helper()
+		rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, n.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Profiles[profileName].Current
+	}
+	return reconcile, state
 }
 
 // TestAFreedSlotGoesToTheNodeFirstInLine: two nodes wait for the one slot.
