@@ -567,18 +567,12 @@ func (s *Slots) HandOver(ctx context.Context, key Key, max int, from, to string,
 	if recent := s.recentSlot(key, from, now); recent != "" && recent != held.Name {
 		return false, nil // the cache does not show the slot given to from a moment ago
 	}
-	lease := held.DeepCopy() // the cache's own object
-	before := lease.ResourceVersion
-	giveTo(lease, to, now)
-	switch err := s.Client.Update(ctx, lease); {
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("handing slot %s to node %s: %w", lease.Name, to, err)
+	ok, err := s.update(ctx, held, func(l *coordinationv1.Lease) { giveTo(l, to, now) }, now)
+	if !ok || err != nil {
+		return false, err
 	}
-	s.wrote(lease.Name, before, lease, now)
 	s.remember(key, from, "", now)
-	s.remember(key, to, lease.Name, now)
+	s.remember(key, to, held.Name, now)
 	return true, nil
 }
 
@@ -627,14 +621,22 @@ func (s *Slots) Renew(ctx context.Context, key Key, node string, now time.Time, 
 	case now.Sub(Taken(held)) < fresh:
 		return true, nil
 	}
-	lease := held.DeepCopy() // the cache's object, or the list's
+	return s.update(ctx, held, func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: now} }, now)
+}
+
+// update writes a copy of held (the cache's object, or a list's) as change
+// leaves it, only if the slot is unchanged since held was read, and lays
+// the write over the cache. It reports false when the slot changed or
+// went in the meantime.
+func (s *Slots) update(ctx context.Context, held *coordinationv1.Lease, change func(*coordinationv1.Lease), now time.Time) (bool, error) {
+	lease := held.DeepCopy()
 	before := lease.ResourceVersion
-	lease.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	change(lease)
 	switch err := s.Client.Update(ctx, lease); {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("confirming slot %s of node %s: %w", lease.Name, node, err)
+		return false, fmt.Errorf("writing slot %s (holder %q): %w", lease.Name, HolderOf(lease), err)
 	}
 	s.wrote(lease.Name, before, lease, now)
 	return true, nil
