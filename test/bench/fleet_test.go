@@ -688,23 +688,34 @@ func annotateAll(ctx context.Context, cl client.Client, nodes []corev1.Node) err
 }
 
 // awaitPodsRunning waits until the fleet namespace holds want pods, all
-// Running. It does not wait for them to be Ready: on a large simulated
-// fleet the node lifecycle controller keeps marking some pods NotReady
-// when heartbeats run late, and the benchmark's drains (no
-// PodDisruptionBudgets) do not depend on readiness.
+// past Pending. On 2 cores a fleet of 1,000 nodes and 30,000 pods has
+// taken 26 to over 30 minutes to get there, so the wait is 45 minutes,
+// and a minute's progress is logged so that a run that gives up says how
+// far it got.
 func awaitPodsRunning(ctx context.Context, cl client.Client, want int) error {
-	return wait.PollUntilContextTimeout(ctx, 5*time.Second, 30*time.Minute, true, func(ctx context.Context) (bool, error) {
+	var logged time.Time
+	var pending, all int
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 45*time.Minute, true, func(ctx context.Context) (bool, error) {
 		notRunning := &corev1.PodList{}
 		if err := cl.List(ctx, notRunning, client.InNamespace(fleetNamespace), client.MatchingFields{"status.phase": "Pending"}); err != nil {
 			return false, nil
 		}
-		all := &metav1.PartialObjectMetadataList{}
-		all.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
-		if err := cl.List(ctx, all, client.InNamespace(fleetNamespace)); err != nil {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := cl.List(ctx, list, client.InNamespace(fleetNamespace)); err != nil {
 			return false, nil
 		}
-		return len(notRunning.Items) == 0 && len(all.Items) == want, nil
+		pending, all = len(notRunning.Items), len(list.Items)
+		if time.Since(logged) >= time.Minute {
+			logged = time.Now()
+			fmt.Fprintf(os.Stderr, "%s waiting for the fleet's pods: %d of %d created, %d pending\n", logged.Format(time.TimeOnly), all, want, pending)
+		}
+		return pending == 0 && all == want, nil
 	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d pods to run: %d created, %d pending: %w", want, all, pending, err)
+	}
+	return nil
 }
 
 // podSpread says how evenly the fleet's pods are spread: the fewest and
