@@ -105,6 +105,16 @@ func LocalEC2(c client.Client) *ec2fake.Server {
 	return f
 }
 
+// MoveWindow sets every time window of profile to from-to UTC, on every
+// day of the week.
+func MoveWindow(profile *pitstopv1alpha1.MaintenanceProfile, from, to time.Time) {
+	for i := range profile.Spec.Checks {
+		if profile.Spec.Checks[i].TimeWindow != nil {
+			profile.Spec.Checks[i].TimeWindow = &pitstopv1alpha1.TimeWindowCheck{Start: from.Format("15:04"), End: to.Format("15:04"), TimeZone: "UTC"}
+		}
+	}
+}
+
 // CloudEvents shows cloud events handled end to end against the local
 // EC2: a MachineSet of replicas aws Machines; EC2 schedules retirements
 // for three of them and a reboot for a fourth while the profile's window
@@ -127,10 +137,16 @@ func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2fa
 	if err := yaml.UnmarshalStrict(data, profile); err != nil {
 		return err
 	}
+	// The sample's own window (Saturday mornings) may be open right now:
+	// shut it for the first act, whatever the day and hour, by moving it
+	// six hours ahead.
+	shut := time.Now().UTC().Add(6 * time.Hour)
+	MoveWindow(profile, shut, shut.Add(time.Hour))
 	if err := c.Create(ctx, profile); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating MaintenanceProfile %s: %w", profile.Name, err)
 	}
-	fmt.Fprintf(out, "Cloud events: applied MaintenanceProfile %s (config/samples/cloud-events.yaml).\n", profile.Name)
+	fmt.Fprintf(out, "Cloud events: applied MaintenanceProfile %s (config/samples/cloud-events.yaml, its window moved to %s-%s UTC, shut).\n",
+		profile.Name, shut.Format("15:04"), shut.Add(time.Hour).Format("15:04"))
 	machines, err := cloudMachines(ctx, c)
 	if err != nil {
 		return err
@@ -155,11 +171,7 @@ func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2fa
 
 	now := time.Now().UTC()
 	patch := client.MergeFrom(profile.DeepCopy())
-	for i := range profile.Spec.Checks {
-		if profile.Spec.Checks[i].TimeWindow != nil {
-			profile.Spec.Checks[i].TimeWindow = &pitstopv1alpha1.TimeWindowCheck{Start: now.Add(-time.Minute).Format("15:04"), End: now.Add(2 * time.Hour).Format("15:04"), TimeZone: "UTC"}
-		}
-	}
+	MoveWindow(profile, now.Add(-time.Minute), now.Add(2*time.Hour))
 	if err := c.Patch(ctx, profile, patch); err != nil {
 		return err
 	}

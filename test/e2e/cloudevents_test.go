@@ -102,12 +102,8 @@ func TestCloudEventsReplaceAndRebootWithinTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	patch := client.MergeFrom(profile.DeepCopy())
-	for i := range profile.Spec.Checks {
-		if w := profile.Spec.Checks[i].TimeWindow; w != nil {
-			shut := time.Now().UTC().Add(6 * time.Hour)
-			profile.Spec.Checks[i].TimeWindow = &pitstopv1alpha1.TimeWindowCheck{Start: shut.Format("15:04"), End: shut.Add(time.Hour).Format("15:04"), TimeZone: "UTC"}
-		}
-	}
+	shut := time.Now().UTC().Add(6 * time.Hour)
+	demo.MoveWindow(profile, shut, shut.Add(time.Hour))
 	if err := c.Patch(ctx, profile, patch); err != nil {
 		t.Fatal(err)
 	}
