@@ -6,7 +6,8 @@
 // time. It never writes to the cluster, never decides anything and runs no
 // check but the clock's (timeWindow, freeze): the explanations come from
 // internal/explain over the profile engine's last decisions. Off loopback,
-// Access lets in only users the API server authenticates and allows.
+// internal/access lets in only users the API server authenticates and
+// allows to get AccessPath.
 //
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list,namespace=default
 package dashboard

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/access"
 	"github.com/pitstop-dev/pitstop/internal/capi"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
@@ -471,12 +471,13 @@ func checkDeps(mgr ctrl.Manager, opts Options, accounts *kubernikus.Accounts) (c
 // metricsOptions serves the metrics on addr: off a loopback IP, only to a
 // bearer token the API server accepts (TokenReview) of a user it allows to
 // get the non-resource URL /metrics (SubjectAccessReview), as
-// controller-runtime's filter asks them; it keeps the answers a minute (a
-// denial 30 seconds).
+// controller-runtime's filter asks them, but a token the API server
+// rejects is 401, not 500; it keeps the answers a minute (a denial 10
+// seconds).
 func metricsOptions(addr string) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr}
 	if addr != "0" && !IsLoopback(addr) {
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = access.MetricsFilter
 	}
 	return o
 }
@@ -498,11 +499,11 @@ func setupDashboard(mgr ctrl.Manager, opts Options, profiles *profile.Reconciler
 	var h http.Handler = dh
 	authenticated := !IsLoopback(addr)
 	if authenticated {
-		access, err := dashboard.NewAccess(mgr.GetConfig(), mgr.GetHTTPClient(), log)
+		a, err := access.New(mgr.GetConfig(), mgr.GetHTTPClient(), log)
 		if err != nil {
 			return err
 		}
-		h = access.Wrap(h)
+		h = a.Wrap(dashboard.AccessPath, "pitstop dashboard", h)
 	}
 	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log, Authenticated: authenticated}); err != nil {
 		return fmt.Errorf("adding the dashboard: %w", err)
