@@ -335,6 +335,11 @@ func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseL
 	return nil
 }
 
+// live lists the budget's slots from the API server (Client's reads).
+func (s *Slots) live(ctx context.Context, key Key, list *coordinationv1.LeaseList) error {
+	return s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()})
+}
+
 // KeyOf returns the budget a slot Lease belongs to, and whether it is one.
 func KeyOf(lease *coordinationv1.Lease) (Key, bool) {
 	if _, ok := lease.Labels[pitstopv1alpha1.LabelBudget]; !ok {
@@ -480,7 +485,7 @@ func (s *Slots) acquireLive(ctx context.Context, key Key, max int, node string, 
 	// below are what serialize: a create fails if the slot exists, an
 	// update if the slot changed since this read.
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}); err != nil {
+	if err := s.live(ctx, key, list); err != nil {
 		return "", false, fmt.Errorf("reading the slots of %s: %w", key.Name, err)
 	}
 	own, slots := bySlot(key, max, node, list.Items)
@@ -603,7 +608,7 @@ func (s *Slots) Renew(ctx context.Context, key Key, node string, now time.Time, 
 	if s.Cache != nil {
 		err = s.cached(ctx, key, list)
 	} else {
-		err = s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()})
+		err = s.live(ctx, key, list)
 	}
 	if err != nil {
 		return false, fmt.Errorf("reading the slots of budget %s: %w", key.Name, err)
@@ -687,7 +692,7 @@ func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
 // releaseLive gives back the node's slots as the API server lists them.
 func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}); err != nil {
+	if err := s.live(ctx, key, list); err != nil {
 		return fmt.Errorf("listing slots of %s: %w", key.Name, err)
 	}
 	for i := range list.Items {
@@ -756,7 +761,7 @@ func (s *Slots) EveryHolder(ctx context.Context, reader client.Reader) (map[Key]
 // Holders lists the nodes holding the budget's slots.
 func (s *Slots) Holders(ctx context.Context, key Key) ([]string, error) {
 	list := &coordinationv1.LeaseList{}
-	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}); err != nil {
+	if err := s.live(ctx, key, list); err != nil {
 		return nil, fmt.Errorf("listing slots of %s: %w", key.Name, err)
 	}
 	var out []string

@@ -136,12 +136,19 @@ func ServiceAccountToken(t testing.TB, cfg *rest.Config) *rest.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	tok, err := cs.CoreV1().ServiceAccounts(ChartNamespace).CreateToken(t.Context(), "pitstop", req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for ServiceAccount %s/pitstop: %v", ChartNamespace, err)
-	}
 	sa := rest.AnonymousClientConfig(cfg)
-	sa.BearerToken = tok.Status.Token
+	sa.BearerToken = TokenOf(t, cs, ChartNamespace, "pitstop")
 	return sa
+}
+
+// TokenOf returns a token of ServiceAccount ns/name for an hour, from the
+// TokenRequest API.
+func TokenOf(t testing.TB, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for ServiceAccount %s/%s: %v", ns, name, err)
+	}
+	return tok.Status.Token
 }

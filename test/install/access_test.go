@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -93,12 +91,7 @@ func tokenOf(t *testing.T, ns, name, role string) string {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
 		})
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	tok, err := env.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok.Status.Token
+	return testutil.TokenOf(t, env.Clientset, ns, name)
 }
 
 // status GETs u with token as a bearer token (none when empty) and
