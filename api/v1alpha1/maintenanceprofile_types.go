@@ -473,7 +473,16 @@ type DrainTrigger struct {
 }
 
 // RestoreTrigger deletes the node's NodeMaintenance.
-type RestoreTrigger struct{}
+type RestoreTrigger struct {
+	// Uncordon also makes a cordoned node schedulable when no
+	// NodeMaintenance holds it: a node cordoned by hand, or by the
+	// maintenance-controller before pitstop took over. It is what the
+	// maintenance-controller's eviction trigger with `action: uncordon`
+	// does, and what `pitstop import` maps it to. A node a NodeMaintenance
+	// holds is left to that NodeMaintenance.
+	// +optional
+	Uncordon bool `json:"uncordon,omitempty"`
+}
 
 // CordonTrigger has no settings: `cordon: {}`.
 type CordonTrigger struct{}

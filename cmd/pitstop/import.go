@@ -34,8 +34,9 @@ the notifications refer to the keys <notification>.hook, .token or
 ${NAME} in a value is replaced with the environment variable NAME, as the
 maintenance-controller does. What pitstop cannot express is an error
 naming the line; nothing is printed then. Notes on stderr say what was
-dropped (intervals, Lease names) or rewritten (a state's enter chain runs
-last in every transition into the state).`,
+dropped (intervals, Lease names) or rewritten (an eviction becomes a
+cordon, drain or restore trigger; reboot-ok becomes reboot_ok); warnings
+say what pitstop will do differently (docs/migrating-from-maintenance-controller.md).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("import takes one argument, the file to import (- for standard input), got %d", len(args))}
@@ -56,7 +57,7 @@ last in every transition into the state).`,
 
 // smcCompatAdvice tells a maintenance-controller user how to keep its
 // state label written for what reads it.
-const smcCompatAdvice = "run pitstop with --smc-compat (chart: smcCompat.enabled=true) so that nodes keep the label cloud.sap/maintenance-state that the Cluster API runtime extension and pod affinities read (docs/cluster-api.md)"
+const smcCompatAdvice = "note: run pitstop with --smc-compat (chart: smcCompat.enabled=true) so that nodes keep the label cloud.sap/maintenance-state that the Cluster API runtime extension and pod affinities read (docs/cluster-api.md)"
 
 // runImport converts the file at path (stdin for "-"), prints the notes on
 // stderr and the manifests on stdout. A file with problems prints nothing

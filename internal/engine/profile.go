@@ -168,7 +168,7 @@ func undrainedReturns(p *pitstopv1alpha1.MaintenanceProfile) field.ErrorList {
 				}
 				if t.Next == pitstopv1alpha1.StateOperational {
 					errs = append(errs, field.Invalid(path.Index(i).Child("triggers"), t.Triggers,
-						fmt.Sprintf("a node drained by %s returns to operational here without a restore trigger after the drain, and would stay cordoned; add a restore trigger to this transition or to operational's enter triggers", from)))
+						fmt.Sprintf("a node cordoned by %s (a drain or a cordon) returns to operational here without a restore trigger after it, and would stay cordoned; add a restore trigger to this transition or to operational's enter triggers", from)))
 				}
 				if _, done := drainedBy[t.Next]; !done {
 					drainedBy[t.Next], changed = from, true

@@ -213,7 +213,7 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "drain")}},
 			InMaintenance:       pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational, "restore"), tr(operational, "mark")}},
-		}, "spec.states.inMaintenance.transitions[1].triggers: Invalid value: [\"mark\"]: a node drained by trigger drain (spec.states.maintenanceRequired.transitions[0].triggers[0]) returns to operational here without a restore trigger"},
+		}, "spec.states.inMaintenance.transitions[1].triggers: Invalid value: [\"mark\"]: a node cordoned by trigger drain (spec.states.maintenanceRequired.transitions[0].triggers[0]) (a drain or a cordon) returns to operational here without a restore trigger"},
 		{"drained on the way, back through required", pitstopv1alpha1.StatesSpec{
 			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "drain"), tr(operational)}},
@@ -236,7 +236,7 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 		{"a cordon straight back to operational", pitstopv1alpha1.StatesSpec{
 			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required, "cordon")}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
-		}, "a node drained by trigger cordon (spec.states.operational.transitions[0].triggers[0]) returns to operational here without a restore trigger"},
+		}, "a node cordoned by trigger cordon (spec.states.operational.transitions[0].triggers[0]) (a drain or a cordon) returns to operational here without a restore trigger"},
 		{"drain entering in-maintenance, restore entering operational", pitstopv1alpha1.StatesSpec{
 			Operational:         pitstopv1alpha1.StateSpec{Enter: []string{"restore"}, Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint, "mark")}},
@@ -246,7 +246,7 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 			Operational:         pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint)}},
 			InMaintenance:       pitstopv1alpha1.StateSpec{Enter: []string{"mark", "drain"}, Transitions: []pitstopv1alpha1.Transition{tr(operational, "restore"), tr(operational, "mark")}},
-		}, "spec.states.inMaintenance.transitions[1].triggers: Invalid value: [\"mark\"]: a node drained by trigger drain (spec.states.inMaintenance.enter[1]) returns to operational here without a restore trigger after the drain, and would stay cordoned; add a restore trigger to this transition or to operational's enter triggers"},
+		}, "spec.states.inMaintenance.transitions[1].triggers: Invalid value: [\"mark\"]: a node cordoned by trigger drain (spec.states.inMaintenance.enter[1]) (a drain or a cordon) returns to operational here without a restore trigger after it, and would stay cordoned; add a restore trigger to this transition or to operational's enter triggers"},
 		{"operational's enter restores after a transition's drain", pitstopv1alpha1.StatesSpec{
 			Operational:         pitstopv1alpha1.StateSpec{Enter: []string{"restore"}, Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational, "drain")}},
@@ -254,7 +254,7 @@ func TestADrainedNodeReturnsOnlyThroughARestore(t *testing.T) {
 		{"a drain entering operational", pitstopv1alpha1.StatesSpec{
 			Operational:         pitstopv1alpha1.StateSpec{Enter: []string{"restore", "drain"}, Transitions: []pitstopv1alpha1.Transition{tr(required)}},
 			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(operational)}},
-		}, "a node drained by trigger drain (spec.states.operational.enter[1]) returns to operational here"},
+		}, "a node cordoned by trigger drain (spec.states.operational.enter[1]) (a drain or a cordon) returns to operational here"},
 		{"an enter trigger that does not exist", pitstopv1alpha1.StatesSpec{
 			Operational:   pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{tr(inMaint)}},
 			InMaintenance: pitstopv1alpha1.StateSpec{Enter: []string{"drian"}, Transitions: []pitstopv1alpha1.Transition{tr(operational, "restore")}},

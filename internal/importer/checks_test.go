@@ -204,10 +204,10 @@ func TestTriggerConversion(t *testing.T) {
 			want:   pitstopv1alpha1.TriggerInstance{Cordon: &pitstopv1alpha1.CordonTrigger{}},
 		},
 		{
-			name:   "makes an eviction that uncordons a restore trigger",
+			name:   "makes an eviction that uncordons a restore trigger that uncordons",
 			typ:    "eviction",
 			config: []string{"action: uncordon"},
-			want:   pitstopv1alpha1.TriggerInstance{Restore: &pitstopv1alpha1.RestoreTrigger{}},
+			want:   pitstopv1alpha1.TriggerInstance{Restore: &pitstopv1alpha1.RestoreTrigger{Uncordon: true}},
 		},
 	}
 	for _, tc := range tests {

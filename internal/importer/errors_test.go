@@ -226,6 +226,11 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:2: profile "Flatcar_Nodes": not a valid MaintenanceProfile name`,
 		},
 		{
+			name: "a profile name Kubernetes refuses, with what to do",
+			data: seedFile("profiles:", "- name: Flatcar_Nodes"),
+			want: `maintenance.yaml:2: profile "Flatcar_Nodes": not a valid MaintenanceProfile name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*'); rename it (for example "flatcar-nodes") in the file and relabel its nodes cloud.sap/maintenance-profile=<new name>`,
+		},
+		{
 			name: "a check expression using an undefined instance",
 			data: seedFile(
 				"instances:",

@@ -1,6 +1,8 @@
 package importer
 
 import (
+	"time"
+
 	"regexp"
 	"slices"
 	"strings"
@@ -162,10 +164,11 @@ func (c *converter) schedule(inst *instance, n *yaml.Node) pitstopv1alpha1.Notif
 	switch typ {
 	case "oneshot":
 		p := c.pluginConfig(sched, cfg, "delay")
-		out.Oneshot = &pitstopv1alpha1.OneshotSchedule{Delay: p.duration("delay", false)}
+		// Without them, the seed waits a minute and repeats every hour.
+		out.Oneshot = &pitstopv1alpha1.OneshotSchedule{Delay: p.durationOr("delay", time.Minute)}
 	case "periodic":
 		p := c.pluginConfig(sched, cfg, "interval")
-		out.Periodic = &pitstopv1alpha1.PeriodicSchedule{Interval: p.duration("interval", true)}
+		out.Periodic = &pitstopv1alpha1.PeriodicSchedule{Interval: p.durationOr("interval", time.Hour)}
 	case "scheduled":
 		p := c.pluginConfig(sched, cfg, "instant", "weekdays")
 		s := &pitstopv1alpha1.ScheduledSchedule{Weekdays: p.weekdays("weekdays", true)}

@@ -44,20 +44,25 @@ func (p *pluginConfig) node(key string) *yaml.Node {
 
 func (p *pluginConfig) has(key string) bool { return p.node(key) != nil }
 
-func (p *pluginConfig) errorf(key string, format string, args ...any) {
-	at := p.node(key)
-	if at == nil {
-		at = p.at
+// line is the node a message about key points at: the field, or the
+// instance when the field is missing.
+func (p *pluginConfig) line(key string) *yaml.Node {
+	if at := p.node(key); at != nil {
+		return at
 	}
-	p.c.errorf(at, "%s: %s: %s", p.what, key, fmt.Sprintf(format, args...))
+	return p.at
+}
+
+func (p *pluginConfig) errorf(key string, format string, args ...any) {
+	p.c.errorf(p.line(key), "%s: %s: %s", p.what, key, fmt.Sprintf(format, args...))
 }
 
 func (p *pluginConfig) warnf(key string, format string, args ...any) {
-	p.c.warnf(p.node(key), "%s: %s", p.what, fmt.Sprintf(format, args...))
+	p.c.warnf(p.line(key), "%s: %s", p.what, fmt.Sprintf(format, args...))
 }
 
 func (p *pluginConfig) notef(key string, format string, args ...any) {
-	p.c.notef(p.node(key), "%s: %s", p.what, fmt.Sprintf(format, args...))
+	p.c.notef(p.line(key), "%s: %s", p.what, fmt.Sprintf(format, args...))
 }
 
 // str reads a single value; a required one must not be empty.
@@ -133,6 +138,15 @@ func (p *pluginConfig) duration(key string, required bool) pitstopv1alpha1.Durat
 		p.errorf(key, "%q is not a duration such as 90m or 1h30m", s)
 	}
 	return pitstopv1alpha1.Duration{Duration: d}
+}
+
+// durationOr reads an optional duration, def when it is not given: the
+// seed's own default for the field.
+func (p *pluginConfig) durationOr(key string, def time.Duration) pitstopv1alpha1.Duration {
+	if !p.has(key) {
+		return pitstopv1alpha1.Duration{Duration: def}
+	}
+	return p.duration(key, false)
 }
 
 // clock reads "hh:mm" as the seed's time.Parse("15:04") does (so "9:00"

@@ -83,7 +83,8 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 		ObjectMeta: metav1.ObjectMeta{Name: p.name},
 	}
 	if errs := validation.IsDNS1123Subdomain(p.name); len(errs) > 0 {
-		c.errorf(p.nameNode, "profile %q: not a valid MaintenanceProfile name: %s", p.name, strings.Join(errs, "; "))
+		c.errorf(p.nameNode, "profile %q: not a valid MaintenanceProfile name: %s; rename it (for example %q) in the file and relabel its nodes %s=<new name> (docs/migrating-from-maintenance-controller.md)",
+			p.name, strings.Join(errs, "; "), suggestName(p.name), pitstopv1alpha1.LabelSeedProfile)
 	}
 	if p.name == "default" {
 		// The seed gives the profile "default" to every node without the
@@ -289,4 +290,16 @@ func plural(n int, many, one string) string {
 		return one
 	}
 	return many
+}
+
+// suggestName is a MaintenanceProfile name close to a seed profile's name
+// that cannot be one: lower case, '-' for anything else.
+func suggestName(name string) string {
+	out := []rune(strings.ToLower(name))
+	for i, r := range out {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '-' {
+			out[i] = '-'
+		}
+	}
+	return strings.Trim(string(out), "-.")
 }

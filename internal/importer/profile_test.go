@@ -214,9 +214,42 @@ func TestMailWithoutAuthWarnsAboutTLS(t *testing.T) {
 	if r.Secret != nil {
 		t.Errorf("Secret %+v for a notification without secrets", r.Secret)
 	}
-	want := `maintenance.yaml:5: warning: notification instance "mail_ops": mail without auth: pitstop sends only over STARTTLS`
-	if !hasNote(r.Notes, want) {
-		t.Errorf("no note starting with %q in\n%s", want, notesText(r.Notes))
+	for _, want := range []string{
+		`maintenance.yaml:5: warning: notification instance "mail_ops": mail without auth: pitstop sends only over STARTTLS`,
+		// A note about a field the file leaves out points at the instance.
+		`maintenance.yaml:5: note: notification instance "mail_ops": has no subject`,
+	} {
+		if !hasNote(r.Notes, want) {
+			t.Errorf("no note starting with %q in\n%s", want, notesText(r.Notes))
+		}
+	}
+}
+
+// TestSchedulesWithoutTheirDurationGetTheSeedsDefaults: the seed's oneshot
+// waits a minute and its periodic repeats every hour when the file says
+// nothing; the import writes those.
+func TestSchedulesWithoutTheirDurationGetTheSeedsDefaults(t *testing.T) {
+	data := seedFile(
+		"instances:",
+		"  notify:",
+		"  - {type: slack, name: once, config: {hook: h, channel: c, message: m}, schedule: {type: oneshot}}",
+		"  - {type: slack, name: again, config: {hook: h, channel: c, message: m}, schedule: {type: periodic, config: {}}}",
+		"profiles:",
+		"- name: p",
+		"  maintenance-required:",
+		"    notify: once && again",
+	)
+	r, err := Import(data, Options{})
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	n := r.Profiles[0].Spec.Notifications
+	if len(n) != 2 || n[0].Schedule.Oneshot == nil || n[0].Schedule.Oneshot.Delay.Duration != time.Minute ||
+		n[1].Schedule.Periodic == nil || n[1].Schedule.Periodic.Interval.Duration != time.Hour {
+		t.Errorf("schedules %+v, want a oneshot after 1m and a periodic every 1h", n)
+	}
+	for i := range r.Profiles {
+		build(t, &r.Profiles[i])
 	}
 }
 

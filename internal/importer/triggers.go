@@ -125,14 +125,14 @@ func alter(p *pluginConfig) *pitstopv1alpha1.AlterTrigger {
 // the drain skipped, drain creates it or drains the cordoned node (it
 // cordons, then evicts every pod but DaemonSet and mirror pods, as the
 // seed's does: pods no controller owns too), uncordon deletes it (which
-// uncordons).
+// uncordons) or uncordons a node no NodeMaintenance holds.
 func convertEviction(p *pluginConfig, d *triggerDef) {
 	switch action := p.str("action", true); action {
 	case "drain":
 		d.spec.Drain = &pitstopv1alpha1.DrainTrigger{Drain: pitstopv1alpha1.DrainSpec{UnmanagedPods: pitstopv1alpha1.UnmanagedPodsDelete}}
 	case "uncordon":
-		d.spec.Restore = &pitstopv1alpha1.RestoreTrigger{}
-		p.c.notef(p.node("action"), "%s: uncordon becomes restore: it deletes the node's NodeMaintenance, which uncordons the node", p.what)
+		d.spec.Restore = &pitstopv1alpha1.RestoreTrigger{Uncordon: true}
+		p.c.notef(p.node("action"), "%s: uncordon becomes restore with uncordon: it deletes the node's NodeMaintenance, which uncordons the node, and uncordons a node no NodeMaintenance holds (one the maintenance-controller cordoned)", p.what)
 	case "cordon":
 		d.spec.Cordon = &pitstopv1alpha1.CordonTrigger{}
 	case "":

@@ -70,15 +70,19 @@ func (o oneshot) due(_ pitstopv1alpha1.MaintenanceState, since, lastSent, now ti
 	return true, time.Time{}
 }
 
-// periodic is sent on entry and every interval after, never in
-// operational.
+// periodic is sent on entry into any state and every interval after,
+// except in operational, as the maintenance-controller's is: its
+// operational message says once that the node is back.
 type periodic struct{ interval time.Duration }
 
 func (p periodic) due(state pitstopv1alpha1.MaintenanceState, since, lastSent, now time.Time) (bool, time.Time) {
-	if state == pitstopv1alpha1.StateOperational {
+	operational := state == pitstopv1alpha1.StateOperational
+	switch {
+	case lastSent.Before(since) && operational:
+		return true, time.Time{}
+	case operational:
 		return false, time.Time{}
-	}
-	if lastSent.Before(since) {
+	case lastSent.Before(since):
 		return true, now.Add(p.interval)
 	}
 	next := lastSent.Add(p.interval)
@@ -88,8 +92,9 @@ func (p periodic) due(state pitstopv1alpha1.MaintenanceState, since, lastSent, n
 	return true, now.Add(p.interval)
 }
 
-// scheduled is sent at a time of day on some weekdays, to nodes that were
-// in the state at that time.
+// scheduled is sent at a time of day on some weekdays to nodes that were
+// in the state at that time, and, later that same day, to nodes that
+// enter it, as the maintenance-controller's is: once a scheduled day.
 type scheduled struct {
 	minute   int
 	weekdays timewindow.Weekdays // empty: every day
@@ -98,10 +103,17 @@ type scheduled struct {
 
 func (s scheduled) due(_ pitstopv1alpha1.MaintenanceState, since, lastSent, now time.Time) (bool, time.Time) {
 	last := s.latest(now)
-	if !last.IsZero() && !last.Before(since) && lastSent.Before(last) {
+	if !last.IsZero() && lastSent.Before(last) && (!last.Before(since) || sameDay(last, now, s.loc)) {
 		return true, s.next(now)
 	}
 	return false, s.next(now)
+}
+
+// sameDay says a and b fall on one calendar day in loc.
+func sameDay(a, b time.Time, loc *time.Location) bool {
+	ay, am, ad := a.In(loc).Date()
+	by, bm, bd := b.In(loc).Date()
+	return ay == by && am == bm && ad == bd
 }
 
 // latest is the most recent scheduled instant at or before now, within the

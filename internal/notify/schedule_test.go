@@ -46,11 +46,16 @@ func TestSchedules(t *testing.T) {
 		{name: "periodic on entry", schedule: periodic, state: required, lastSent: since.Add(-2 * time.Hour), now: since, wantDue: true, wantNext: since.Add(time.Hour)},
 		{name: "periodic before the interval", schedule: periodic, state: required, lastSent: since, now: since.Add(30 * time.Minute), wantNext: since.Add(time.Hour)},
 		{name: "periodic after the interval", schedule: periodic, state: required, lastSent: since, now: since.Add(61 * time.Minute), wantDue: true, wantNext: since.Add(121 * time.Minute)},
-		{name: "periodic never in operational", schedule: periodic, state: operational, lastSent: never, now: since, wantNever: true},
+		{name: "periodic on entry into operational, once", schedule: periodic, state: operational, lastSent: since.Add(-2 * time.Hour), now: since, wantDue: true, wantNever: true},
+		{name: "periodic not again in operational", schedule: periodic, state: operational, lastSent: since, now: since.Add(2 * time.Hour), wantNever: true},
 
 		// 09:00 in Berlin is 08:00 UTC in November.
-		{name: "scheduled: entered after today's time waits for tomorrow", schedule: daily9, state: required, lastSent: never, now: since.Add(time.Hour),
+		{name: "scheduled: entered after today's time is sent the same day", schedule: daily9, state: required, lastSent: never, now: since.Add(time.Hour), wantDue: true,
 			wantNext: time.Date(2026, 11, 19, 9, 0, 0, 0, berlin)},
+		{name: "scheduled: entered after today's time, sent today already", schedule: daily9, state: required, lastSent: time.Date(2026, 11, 18, 8, 0, 30, 0, time.UTC),
+			now: since.Add(time.Hour), wantNext: time.Date(2026, 11, 19, 9, 0, 0, 0, berlin)},
+		{name: "scheduled: entered on a day it does not send waits for the next one", schedule: weekdays, state: required, lastSent: never,
+			now: since.Add(time.Hour), wantNext: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)},
 		{name: "scheduled: at tomorrow's time", schedule: daily9, state: required, lastSent: never, now: time.Date(2026, 11, 19, 8, 0, 30, 0, time.UTC), wantDue: true,
 			wantNext: time.Date(2026, 11, 20, 9, 0, 0, 0, berlin)},
 		{name: "scheduled: sent at today's time already", schedule: daily9, state: required, lastSent: time.Date(2026, 11, 19, 8, 0, 30, 0, time.UTC),

@@ -20,12 +20,17 @@ import (
 // (its record, cloud.sap/maintenance-data) stays in-maintenance when
 // pitstop takes over, since the time it entered it; every node carries
 // cloud.sap/maintenance-state beside pitstop.dev/state, and both follow
-// the node's moves.
+// the node's moves. The node the maintenance-controller cordoned (no
+// NodeMaintenance holds it) is uncordoned on its way out by the restore
+// trigger an imported `eviction: uncordon` becomes.
 func TestANodeTheMaintenanceControllerLeftKeepsItsStateAndItsLabel(t *testing.T) {
 	entered := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Millisecond)
-	testutil.Create(t, env.Client, rollingProfile("smc", "smc", 1))
+	p := rollingProfile("smc", "smc", 1)
+	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "uncordon", Restore: &pitstopv1alpha1.RestoreTrigger{Uncordon: true}})
+	p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"uncordon"}
+	testutil.Create(t, env.Client, p)
 	testutil.Create(t, env.Client,
-		testutil.Node("smc-0", testutil.WithLabels(map[string]string{"pool": "smc", pitstopv1alpha1.LabelSeedState: "in-maintenance"}), func(n *corev1.Node) {
+		testutil.Node("smc-0", testutil.WithLabels(map[string]string{"pool": "smc", pitstopv1alpha1.LabelSeedState: "in-maintenance"}), testutil.Unschedulable(), func(n *corev1.Node) {
 			n.Annotations = map[string]string{"reboot-needed": "true", pitstopv1alpha1.AnnotationSeedData: fmt.Sprintf(
 				`{"Profiles":{"smc":{"Transition":%q,"Current":"in-maintenance","Previous":"maintenance-required"}},"Notifications":{}}`, entered.Format(time.RFC3339Nano))}
 		}),
@@ -45,6 +50,9 @@ func TestANodeTheMaintenanceControllerLeftKeepsItsStateAndItsLabel(t *testing.T)
 	}
 	states("smc-0", "in-maintenance")
 	states("smc-1", "operational")
+	if !testutil.GetNode(t, env.Client, "smc-0").Spec.Unschedulable {
+		t.Fatal("smc-0 was uncordoned while in maintenance")
+	}
 	rec, err := engine.ReadRecord(testutil.GetNode(t, env.Client, "smc-0"))
 	if err != nil {
 		t.Fatal(err)
@@ -60,4 +68,7 @@ func TestANodeTheMaintenanceControllerLeftKeepsItsStateAndItsLabel(t *testing.T)
 		t.Fatal(err)
 	}
 	states("smc-0", "operational")
+	if testutil.GetNode(t, env.Client, "smc-0").Spec.Unschedulable {
+		t.Error("smc-0 is operational but still cordoned: the restore with uncordon left the maintenance-controller's cordon")
+	}
 }

@@ -84,7 +84,7 @@ func New(inst pitstopv1alpha1.TriggerInstance) (Trigger, error) {
 	case inst.Drain != nil:
 		return drainTrigger{spec: *inst.Drain}, nil
 	case inst.Restore != nil:
-		return restoreTrigger{}, nil
+		return restoreTrigger{spec: *inst.Restore}, nil
 	case inst.ReplaceMachine != nil:
 		return replaceMachineTrigger{spec: *inst.ReplaceMachine}, nil
 	case inst.RebootInstance != nil:
@@ -252,13 +252,19 @@ func (cordonTrigger) Waiting(ctx context.Context, reader client.Reader, node *co
 
 // restoreTrigger deletes the NodeMaintenance a profile created and is done
 // once the node is restored (maintenance.Restored). A NodeMaintenance someone else
-// created is left alone.
-type restoreTrigger struct{}
+// created is left alone. With uncordon, a cordoned node no NodeMaintenance
+// holds is made schedulable too.
+type restoreTrigger struct {
+	spec pitstopv1alpha1.RestoreTrigger
+}
 
-func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
+func (t restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	nm := &pitstopv1alpha1.NodeMaintenance{}
 	err := c.Client.Get(ctx, client.ObjectKey{Name: maintenance.ForProfile(c.Node.Name)}, nm)
 	if apierrors.IsNotFound(err) {
+		if t.spec.Uncordon && c.Node.Spec.Unschedulable {
+			return uncordon(ctx, c)
+		}
 		return true, "", nil
 	}
 	if err != nil {
@@ -274,6 +280,23 @@ func (restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error) 
 		return true, "", nil
 	}
 	return false, "restoring node " + c.Node.Name, nil
+}
+
+// uncordon makes the node schedulable in the reconciler's copy, written
+// with the transition (locked on spec.unschedulable as read), unless a
+// NodeMaintenance holds the node: that one uncordons it when it ends.
+func uncordon(ctx context.Context, c Context) (bool, string, error) {
+	list := &pitstopv1alpha1.NodeMaintenanceList{}
+	if err := c.Client.List(ctx, list); err != nil {
+		return false, "", fmt.Errorf("listing NodeMaintenances: %w", err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Spec.NodeName == c.Node.Name {
+			return true, "", nil
+		}
+	}
+	c.Node.Spec.Unschedulable = false
+	return true, "", nil
 }
 
 // Observer is a trigger that can tell, without acting, what it is still
