@@ -526,11 +526,11 @@ type NotificationSchedule struct {
 	// +optional
 	Oneshot *OneshotSchedule `json:"oneshot,omitempty"`
 	// Periodic sends on entering the state and then every Interval while
-	// the node stays in it. Never in operational.
+	// the node stays in it; in operational only once, on entering it.
 	// +optional
 	Periodic *PeriodicSchedule `json:"periodic,omitempty"`
 	// Scheduled sends at a time of day on the given weekdays while the node
-	// is in the state.
+	// is in the state, and later that day to a node entering it.
 	// +optional
 	Scheduled *ScheduledSchedule `json:"scheduled,omitempty"`
 	// DeadlineAtRisk sends once each time a scheduled cloud event of a

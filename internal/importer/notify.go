@@ -1,11 +1,10 @@
 package importer
 
 import (
-	"time"
-
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
