@@ -149,6 +149,11 @@ type MachineAction struct {
 	// when it reports another.
 	// +optional
 	BootID string `json:"bootID,omitempty"`
+	// MarkedTime is when the old Machine was marked for deletion (surge):
+	// the set is shrunk once the mark has had time to reach the
+	// MachineSet controller, so that it removes this Machine and no other.
+	// +optional
+	MarkedTime *metav1.Time `json:"markedTime,omitempty"`
 	// StartTime is when the action began, CompletionTime when it ended.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`

@@ -504,6 +504,10 @@ func (in *MachineAction) DeepCopyInto(out *MachineAction) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.MarkedTime != nil {
+		in, out := &in.MarkedTime, &out.MarkedTime
+		*out = (*in).DeepCopy()
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

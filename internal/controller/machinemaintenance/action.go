@@ -46,7 +46,10 @@ func (r *Reconciler) act(ctx context.Context, mm *pitstopv1alpha1.MachineMainten
 		a.CompletionTime = &metav1.Time{Time: now}
 	}
 	if !equality.Semantic.DeepEqual(before.Status, mm.Status) {
-		if perr := r.client.Status().Patch(ctx, mm, client.MergeFrom(before)); perr != nil {
+		// With the resourceVersion read: a step recorded from a copy
+		// that another write has since changed would take the action
+		// back.
+		if perr := r.client.Status().Patch(ctx, mm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
 			return 0, client.IgnoreNotFound(perr)
 		}
 		if a.Step != before.Status.Action.Step {
@@ -62,6 +65,9 @@ func (r *Reconciler) act(ctx context.Context, mm *pitstopv1alpha1.MachineMainten
 	}
 	if actionOver(a) {
 		return 0, nil
+	}
+	if left := settleLeft(a, now); left > 0 {
+		return min(left, actionPoll), nil
 	}
 	return actionPoll, nil
 }
@@ -81,8 +87,13 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 	}
 	if m == nil {
 		if a.Step == pitstopv1alpha1.StepDeletingMachine {
+			// The set may still hold the surge's replica: it is taken off
+			// before the action is done, or it would be left there.
+			if err := r.scaleBack(ctx, mm); err != nil {
+				return err
+			}
 			step(a, pitstopv1alpha1.StepDone, "machine %s is gone", mm.Spec.MachineName)
-			return r.scaleBack(ctx, mm) // in case the set still holds the surge
+			return nil
 		}
 		step(a, pitstopv1alpha1.StepFailed, "machine %s is gone before pitstop replaced it", mm.Spec.MachineName)
 		return nil
@@ -148,30 +159,96 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 			a.Message = "waiting for machine " + m.Name + " to be drained and gone"
 			return nil
 		}
-		if _, marked := m.Annotations[machineapi.AnnotationDeleteMachine]; !marked && m.DeletionTimestamp.IsZero() {
-			patch := client.MergeFrom(m.DeepCopy())
-			if m.Annotations == nil {
-				m.Annotations = map[string]string{}
-			}
-			m.Annotations[machineapi.AnnotationDeleteMachine] = "pitstop: " + mm.Spec.Code
-			if err := r.client.Patch(ctx, m, patch); err != nil {
-				return fmt.Errorf("marking machine %s for deletion: %w", m.Name, err)
-			}
-		}
-		if err := r.scaleBack(ctx, mm); err != nil {
-			return err
-		}
-		a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+		return r.removeSurged(ctx, mm, m, now)
 	}
 	return nil
+}
+
+// How the surge's old Machine is removed: marked for deletion, then the
+// set shrunk by the surge's replica once the mark has reached the
+// MachineSet controller.
+const (
+	// markSettle is how long the mark, already seen by pitstop's own
+	// cache, is left to reach a MachineSet controller in another process
+	// before the set shrinks. The two writes reach it through different
+	// watches: a new size seen before the mark removes a Machine nobody
+	// chose.
+	markSettle = 5 * time.Second
+	// removalGrace is how long after the set shrank the old Machine may
+	// still not be on its way out before pitstop deletes it itself: the
+	// set's controller ignored the mark, or removed another Machine
+	// instead (the set then replaces that one).
+	removalGrace = 2 * time.Minute
+)
+
+// removeSurged removes the old Machine of a surge: it marks the Machine,
+// waits until its own cache shows the mark and markSettle has passed,
+// shrinks the set, and waits for the Machine to go; a Machine still not
+// going removalGrace later is deleted.
+func (r *Reconciler) removeSurged(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, m *machinev1beta1.Machine, now time.Time) error {
+	a := mm.Status.Action
+	if !m.DeletionTimestamp.IsZero() {
+		a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+		return r.scaleBack(ctx, mm)
+	}
+	if _, marked := m.Annotations[machineapi.AnnotationDeleteMachine]; !marked {
+		patch := client.MergeFrom(m.DeepCopy())
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[machineapi.AnnotationDeleteMachine] = "pitstop: " + mm.Spec.Code
+		if err := r.client.Patch(ctx, m, patch); err != nil {
+			return fmt.Errorf("marking machine %s for deletion: %w", m.Name, err)
+		}
+		a.MarkedTime = &metav1.Time{Time: now}
+		a.Message = fmt.Sprintf("marked machine %s for deletion; MachineSet %s shrinks once its controller has seen the mark", m.Name, a.MachineSet)
+		return nil
+	}
+	if a.MarkedTime == nil {
+		// Marked before a restart lost the record of it: the settle
+		// starts now.
+		a.MarkedTime = &metav1.Time{Time: now}
+	}
+	if now.Before(a.MarkedTime.Add(markSettle)) {
+		a.Message = fmt.Sprintf("marked machine %s for deletion; MachineSet %s shrinks once its controller has seen the mark", m.Name, a.MachineSet)
+		return nil
+	}
+	if err := r.scaleBack(ctx, mm); err != nil {
+		return err
+	}
+	a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+	if now.Before(a.MarkedTime.Add(markSettle + removalGrace)) {
+		return nil
+	}
+	if err := r.client.Delete(ctx, m, client.Preconditions{UID: &m.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting machine %s, which MachineSet %s did not remove: %w", m.Name, a.MachineSet, err)
+	}
+	r.recorder.Eventf(mm, nil, corev1.EventTypeWarning, eventMachineNotRemoved, string(a.Type),
+		"MachineSet %s shrank but did not remove machine %s, marked for deletion %s ago; pitstop deleted it (if the set removed another machine instead, it replaces that one)",
+		a.MachineSet, m.Name, now.Sub(a.MarkedTime.Time).Round(time.Second))
+	return nil
+}
+
+// settleLeft is how soon a surge whose old Machine was just marked can
+// shrink its set, if that is sooner than the usual look again.
+func settleLeft(a *pitstopv1alpha1.MachineAction, now time.Time) time.Duration {
+	if a.Type != pitstopv1alpha1.ActionReplace || a.Step != pitstopv1alpha1.StepDeletingMachine || a.MarkedTime == nil {
+		return 0
+	}
+	if left := a.MarkedTime.Add(markSettle).Sub(now); left > 0 {
+		return left + 100*time.Millisecond
+	}
+	return 0
 }
 
 // scaleUp adds one replica to the MachineSet and records the surge on it
 // in the same update, so that neither a restart nor a second surge at
 // the same time adds it twice.
 func (r *Reconciler) scaleUp(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) error {
+	// Read from the API server: an update from a stale copy would only
+	// lose the race and come back.
 	ms := &machinev1beta1.MachineSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Status.Action.MachineSet}, ms); err != nil {
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Status.Action.MachineSet}, ms); err != nil {
 		return fmt.Errorf("reading MachineSet %s: %w", mm.Status.Action.MachineSet, err)
 	}
 	key := pitstopv1alpha1.AnnotationSurgePrefix + mm.Name
@@ -202,7 +279,7 @@ func (r *Reconciler) scaleBack(ctx context.Context, mm *pitstopv1alpha1.MachineM
 		return nil
 	}
 	ms := &machinev1beta1.MachineSet{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Status.Action.MachineSet}, ms); err != nil {
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Status.Action.MachineSet}, ms); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	key := pitstopv1alpha1.AnnotationSurgePrefix + mm.Name

@@ -2,7 +2,10 @@ package machinemaintenance_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,11 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
+	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
@@ -28,7 +33,15 @@ import (
 // the phase Running; each Machine that goes takes its Node along.
 func (c *cluster) newSet(name string, replicas int32) *machinev1beta1.MachineSet {
 	c.t.Helper()
-	ms := &machinev1beta1.MachineSet{
+	ms := c.setOf(name, replicas)
+	testutil.Create(c.t, env.Client, ms)
+	c.runSet(ms, replicas)
+	return ms
+}
+
+// setOf is a MachineSet of aws Machines selecting labelSet=name.
+func (c *cluster) setOf(name string, replicas int32) *machinev1beta1.MachineSet {
+	return &machinev1beta1.MachineSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
 		Spec: machinev1beta1.MachineSetSpec{
 			Replicas: ptr.To(replicas),
@@ -39,7 +52,12 @@ func (c *cluster) newSet(name string, replicas int32) *machinev1beta1.MachineSet
 			},
 		},
 	}
-	testutil.Create(c.t, env.Client, ms)
+}
+
+// runSet plays the Machine controller for the set and waits for its
+// replicas to run with their nodes Ready.
+func (c *cluster) runSet(ms *machinev1beta1.MachineSet, replicas int32) {
+	c.t.Helper()
 	c.playMachineController(ms)
 	eventually(c.t, func() error {
 		if ready := c.readyMachines(ms); ready != int(replicas) {
@@ -47,7 +65,6 @@ func (c *cluster) newSet(name string, replicas int32) *machinev1beta1.MachineSet
 		}
 		return nil
 	})
-	return ms
 }
 
 // readyMachines counts the set's Machines that run with a Ready Node.
@@ -172,6 +189,7 @@ func TestReplaceWithSurgeKeepsCapacity(t *testing.T) {
 	fewest := c.watchCapacity(ms)
 	most := c.watchReplicas(ms)
 	old := c.machinesOf(ms)[0]
+	shrank := c.watchShrink(ms, 4, &old)
 	name := c.retire(&old, "instance-event-r1")
 	phaseIs(t, c.ns, name, pitstopv1alpha1.EventScheduled)
 
@@ -208,6 +226,229 @@ func TestReplaceWithSurgeKeepsCapacity(t *testing.T) {
 	if m := most(); m != 4 {
 		t.Errorf("the set reached %d replicas, want 4: one surge", m)
 	}
+	// The set shrinks only once the mark has had time to reach the
+	// MachineSet controller (five seconds), so that it removes the old
+	// Machine and no other.
+	at, wasMarked := shrank()
+	switch {
+	case at.IsZero():
+		t.Error("the set was never seen shrinking from 4 replicas")
+	case !wasMarked:
+		t.Errorf("the set shrank at %s while machine %s was not marked for deletion", at.Format(time.StampMilli), old.Name)
+	case a.MarkedTime == nil:
+		t.Error("the action records no markedTime")
+	case at.Sub(a.MarkedTime.Time) < 5*time.Second:
+		t.Errorf("the set shrank %s after machine %s was marked, want at least 5s", at.Sub(a.MarkedTime.Time), old.Name)
+	}
+}
+
+// watchShrink records when the set was first seen going below from
+// replicas, and whether old carried its deletion mark then.
+func (c *cluster) watchShrink(ms *machinev1beta1.MachineSet, from int32, old *machinev1beta1.Machine) func() (time.Time, bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var (
+		mu     sync.Mutex
+		at     time.Time
+		marked bool
+	)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		reached := false
+		for ctx.Err() == nil {
+			got := &machinev1beta1.MachineSet{}
+			if env.Client.Get(ctx, client.ObjectKeyFromObject(ms), got) == nil {
+				if *got.Spec.Replicas >= from {
+					reached = true
+				} else if reached {
+					m := &machinev1beta1.Machine{}
+					err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), m)
+					_, isMarked := m.Annotations[machineapi.AnnotationDeleteMachine]
+					mu.Lock()
+					at, marked = time.Now(), err == nil && isMarked || apierrors.IsNotFound(err)
+					mu.Unlock()
+					return
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	c.t.Cleanup(func() { cancel(); wg.Wait() })
+	return func() (time.Time, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return at, marked
+	}
+}
+
+// TestASurgedMachineTheSetLeavesIsDeleted: a MachineSet controller that
+// ignores the deletion mark removes another Machine when the surge's
+// replica is taken off. The old Machine stays marked and in service;
+// two minutes on, pitstop deletes it itself and says so in a Warning
+// Event; the set replaces the Machine it took, and the event completes.
+func TestASurgedMachineTheSetLeavesIsDeleted(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := newClusterOf(t, &cluster{t: t, ns: testutil.Namespace(t, env.Client, fmt.Sprintf("wrongpick-%d", namespaces.Add(1))), noSets: true},
+		func(o *machinemaintenance.Options) { o.Clock = clk })
+	ms := c.newSetPlayed("workers", 3)
+	old := c.machinesOf(ms)[0]
+	name := c.retire(&old, "instance-event-w1")
+	withStartBy(t, c.ns, name)
+
+	node := &corev1.Node{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: c.ns + "-" + old.Name}, node); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		_, _, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", From: pitstopv1alpha1.StateMaintenanceRequired,
+			Since: time.Now().Add(-time.Minute), Now: time.Now(), Namespace: c.ns, Client: env.Client})
+		return err
+	})
+	stepUntil := func(step pitstopv1alpha1.ActionStep, check func(*pitstopv1alpha1.MachineAction) error) {
+		t.Helper()
+		eventually(t, func() error {
+			mm, err := mmOf(t, c.ns, name)
+			if err != nil {
+				return err
+			}
+			a := mm.Status.Action
+			if a == nil || a.Step != step {
+				return fmt.Errorf("action %+v, want step %s", a, step)
+			}
+			return check(a)
+		})
+	}
+	// Marked; the clock moves past the settle: the set shrinks and the
+	// played controller removes another machine.
+	stepUntil(pitstopv1alpha1.StepDeletingMachine, func(a *pitstopv1alpha1.MachineAction) error {
+		if a.MarkedTime == nil {
+			return errors.New("not marked yet")
+		}
+		return nil
+	})
+	clk.Step(6 * time.Second)
+	eventually(t, func() error {
+		if left := c.machinesOf(ms); len(left) != 3 || !contains(left, old.Name) {
+			return fmt.Errorf("machines %v; want 3 with %s still there", machineNames(left), old.Name)
+		}
+		return replicasAre(t.Context(), ms, 3)
+	})
+	// Not yet two minutes: the old machine stays.
+	clk.Step(time.Minute)
+	touch(t, c.ns, name)
+	time.Sleep(time.Second)
+	if m, err := mmOf(t, c.ns, name); err != nil || m.Status.Action.Step != pitstopv1alpha1.StepDeletingMachine {
+		t.Fatalf("a minute after the set shrank: %v %+v", err, m.Status.Action)
+	}
+	if !contains(c.machinesOf(ms), old.Name) {
+		t.Fatalf("machine %s went before the grace ran out", old.Name)
+	}
+	clk.Step(2 * time.Minute)
+	touch(t, c.ns, name)
+	phaseIs(t, c.ns, name, pitstopv1alpha1.EventCompleted)
+	if err := gone(t, &old); err != nil {
+		t.Error(err)
+	}
+	eventually(t, func() error {
+		if n := c.readyMachines(ms); n != 3 {
+			return fmt.Errorf("%d Ready machines, want 3 again", n)
+		}
+		return nil
+	})
+	if !hasEvent(t, c.ns, "MachineNotRemoved") {
+		t.Error("no MachineNotRemoved Event")
+	}
+}
+
+// newSetPlayed creates a MachineSet whose controller the test plays, one
+// that ignores the deletion mark: it creates Machines up to spec.replicas
+// and, above it, deletes the unmarked Machine first in name order.
+func (c *cluster) newSetPlayed(name string, replicas int32) *machinev1beta1.MachineSet {
+	c.t.Helper()
+	ms := c.setOf(name, replicas)
+	testutil.Create(c.t, env.Client, ms)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	c.t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		for n := 0; ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+			set := &machinev1beta1.MachineSet{}
+			if env.Client.Get(ctx, client.ObjectKeyFromObject(ms), set) != nil {
+				continue
+			}
+			var list machinev1beta1.MachineList
+			if env.Client.List(ctx, &list, client.InNamespace(c.ns), client.MatchingLabels{labelSet: name}) != nil {
+				continue
+			}
+			var live []machinev1beta1.Machine
+			for _, m := range list.Items {
+				if m.DeletionTimestamp.IsZero() {
+					live = append(live, m)
+				}
+			}
+			switch want := int(*set.Spec.Replicas); {
+			case len(live) < want:
+				n++
+				m := &machinev1beta1.Machine{
+					ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: fmt.Sprintf("%s-%02d", name, n), Labels: map[string]string{labelSet: name},
+						OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, machinev1beta1.GroupVersion.WithKind("MachineSet"))}},
+					Spec: machinev1beta1.MachineSpec{ProviderSpec: machinev1beta1.ProviderSpec{Value: awsSpec()}},
+				}
+				_ = env.Client.Create(ctx, m)
+			case len(live) > want:
+				slices.SortFunc(live, func(a, b machinev1beta1.Machine) int { return strings.Compare(a.Name, b.Name) })
+				for i := range live {
+					if _, marked := live[i].Annotations[machineapi.AnnotationDeleteMachine]; !marked {
+						_ = env.Client.Delete(ctx, &live[i])
+						break
+					}
+				}
+			}
+		}
+	})
+	c.runSet(ms, replicas)
+	return ms
+}
+
+// replicasAre says whether the set asks for n replicas now.
+func replicasAre(ctx context.Context, ms *machinev1beta1.MachineSet, n int32) error {
+	got := &machinev1beta1.MachineSet{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+		return err
+	}
+	if *got.Spec.Replicas != n {
+		return fmt.Errorf("set at %d replicas, want %d", *got.Spec.Replicas, n)
+	}
+	return nil
+}
+
+func machineNames(machines []machinev1beta1.Machine) []string {
+	var out []string
+	for _, m := range machines {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+// touch changes an annotation of a MachineMaintenance, so that its
+// controller looks at it now.
+func touch(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, func() error {
+		mm, err := mmOf(t, ns, name)
+		if err != nil {
+			return err
+		}
+		base := mm.DeepCopy()
+		if mm.Annotations == nil {
+			mm.Annotations = map[string]string{}
+		}
+		mm.Annotations["test.pitstop.dev/touched"] = time.Now().Format(time.RFC3339Nano)
+		return env.Client.Patch(t.Context(), mm, client.MergeFrom(base))
+	})
 }
 
 // watchReplicas records the most replicas the set was seen with.
@@ -257,20 +498,14 @@ func TestTwoSurgesOnOneSetAndARestartMidway(t *testing.T) {
 		})
 	}
 	// Both have scaled up: restart pitstop before they go on.
-	eventually(t, func() error {
-		got := &machinev1beta1.MachineSet{}
-		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ms), got); err != nil {
-			return err
-		}
-		if *got.Spec.Replicas != 5 {
-			return fmt.Errorf("set at %d replicas, want 5 while both surge", *got.Spec.Replicas)
-		}
-		return nil
-	})
+	eventually(t, func() error { return replicasAre(t.Context(), ms, 5) })
 	for _, n := range []string{nameA, nameB} {
-		if mm, _ := mmOf(t, c.ns, n); mm.Status.Action.Step != pitstopv1alpha1.StepWaitingForReplacement {
-			t.Fatalf("%s is at step %s before the restart, want WaitingForReplacement", n, mm.Status.Action.Step)
-		}
+		eventually(t, func() error {
+			if mm, err := mmOf(t, c.ns, n); err != nil || mm.Status.Action.Step != pitstopv1alpha1.StepWaitingForReplacement {
+				return fmt.Errorf("%s is at step %s before the restart, want WaitingForReplacement (%v)", n, mm.Status.Action.Step, err)
+			}
+			return nil
+		})
 	}
 	c.restart()
 	c.hold.Store(false)

@@ -50,6 +50,7 @@ const (
 	ReasonOnTrack            = "OnTrack"
 	ReasonNoScheduledEvent   = "NoScheduledEvent"
 	eventActionStep          = "ActionStep"
+	eventMachineNotRemoved   = "MachineNotRemoved"
 	eventDeadlineAtRisk      = "DeadlineAtRisk"
 	eventRemovedAfterRetaine = "Removed"
 )
@@ -85,7 +86,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	var after time.Duration
 	if mm.Status.Action != nil && !actionOver(mm.Status.Action) {
+		// An action's steps act on the cluster: they are taken from the
+		// object as the API server has it, never from a cache that has
+		// not caught up with the last step (that would take it again:
+		// a second surge, a set shrunk twice).
+		fresh := &pitstopv1alpha1.MachineMaintenance{}
+		if err := r.reader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		mm = fresh
+	}
+	if mm.Status.Action != nil && !actionOver(mm.Status.Action) {
 		wait, err := r.act(ctx, mm, all.Items, now)
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		if err != nil {
 			return ctrl.Result{}, err
 		}

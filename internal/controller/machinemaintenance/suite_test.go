@@ -78,11 +78,18 @@ type cluster struct {
 	opts   machinemaintenance.Options
 	// hold keeps the played Machine controller from running new Machines.
 	hold atomic.Bool
+	// noSets leaves pitstop's MachineSet controller out: the test plays one.
+	noSets bool
 }
 
 func newCluster(t *testing.T, name string, edit ...func(*machinemaintenance.Options)) *cluster {
 	t.Helper()
-	c := &cluster{t: t, ns: testutil.Namespace(t, env.Client, fmt.Sprintf("%s-%d", name, namespaces.Add(1)))}
+	return newClusterOf(t, &cluster{t: t, ns: testutil.Namespace(t, env.Client, fmt.Sprintf("%s-%d", name, namespaces.Add(1)))}, edit...)
+}
+
+// newClusterOf starts the controllers for c, set up as the test wants.
+func newClusterOf(t *testing.T, c *cluster, edit ...func(*machinemaintenance.Options)) *cluster {
+	t.Helper()
 	c.ec2 = ec2fake.New(t)
 	c.ec2.AddCredentials(accessKeyID, secretKey)
 	testutil.Create(t, env.Client, &corev1.Secret{
@@ -113,7 +120,7 @@ func (c *cluster) start() {
 	c.ctrl = testutil.StartControllers(c.t, env.Config, opts, func(mgr ctrl.Manager) error {
 		p, err := machinemaintenance.Setup(mgr, c.opts)
 		c.poller = p
-		if err != nil {
+		if err != nil || c.noSets {
 			return err
 		}
 		return machineset.Setup(mgr, machineset.Options{})

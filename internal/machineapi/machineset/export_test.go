@@ -11,6 +11,10 @@ import (
 // NewMachine exports newMachine: a Machine of the set's template.
 var NewMachine = newMachine
 
+// MachinesToDelete exports machinesToDelete: the Machines a set with n
+// too many removes, in order.
+var MachinesToDelete = machinesToDelete
+
 // TestReconciler is a Reconciler working through a client of the test's
 // choice, and its expectations.
 type TestReconciler struct {

@@ -81,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	var availableIn time.Duration
 	ms.Status, availableIn = replicaStatus(ms, owned, nodes, r.clock.Now())
-	result, err = r.reconcileReplicas(ctx, ms, owned, synced)
+	result, err = r.reconcileReplicas(ctx, ms, selector, owned, synced)
 	return earliest(result, ctrl.Result{RequeueAfter: availableIn}), err
 }
 
@@ -114,7 +114,7 @@ func isRace(err error) bool {
 // creations and deletions yet: counting then would count wrong. The
 // Machines' watch events wake the set as the cache catches up; the wait
 // is a safety net for events that never come.
-func (r *Reconciler) reconcileReplicas(ctx context.Context, ms *machinev1beta1.MachineSet, owned []*machinev1beta1.Machine, synced syncState) (ctrl.Result, error) {
+func (r *Reconciler) reconcileReplicas(ctx context.Context, ms *machinev1beta1.MachineSet, selector labels.Selector, owned []*machinev1beta1.Machine, synced syncState) (ctrl.Result, error) {
 	if !synced.ok {
 		ctrl.LoggerFrom(ctx).V(1).Info("waiting for the cache to show the last changes to machines")
 		return ctrl.Result{RequeueAfter: synced.wait}, nil
@@ -123,9 +123,40 @@ func (r *Reconciler) reconcileReplicas(ctx context.Context, ms *machinev1beta1.M
 	case diff < 0:
 		return ctrl.Result{}, r.createMachines(ctx, ms, -diff)
 	case diff > 0:
-		return ctrl.Result{}, r.deleteMachines(ctx, ms, machinesToDelete(owned, diff, ms.Spec.DeletePolicy))
+		return r.scaleDown(ctx, ms, selector)
 	}
 	return ctrl.Result{}, nil
+}
+
+// scaleDown deletes the Machines a set has too many, counted and picked
+// from the API server rather than the cache. Whoever shrinks a set to
+// remove one Machine marks it first, then lowers spec.replicas; the two
+// writes reach the cache through different watches, and the set's new
+// size can arrive before the mark. Picked from the cache, the set would
+// then remove a Machine nobody chose: a node in service, while the
+// marked one stays.
+func (r *Reconciler) scaleDown(ctx context.Context, ms *machinev1beta1.MachineSet, selector labels.Selector) (ctrl.Result, error) {
+	fresh := &machinev1beta1.MachineSet{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(ms), fresh); err != nil {
+		return ctrl.Result{}, fmt.Errorf("rereading MachineSet %s before removing machines: %w", klog.KObj(ms), err)
+	}
+	if fresh.UID != ms.UID || !fresh.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, fmt.Errorf("MachineSet %s is being deleted or was replaced: %w", klog.KObj(ms), errStale)
+	}
+	list := &machinev1beta1.MachineList{}
+	if err := r.apiReader.List(ctx, list, client.InNamespace(ms.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing machines of MachineSet %s before removing some: %w", klog.KObj(ms), err)
+	}
+	c := claim(fresh, selector, list.Items)
+	// Orphans it is about to adopt count, as they do in the cached count.
+	machines := append(c.Owned, c.Adopt...)
+	diff := len(machines) - replicasOf(fresh)
+	if diff <= 0 {
+		// The cache was behind: the watch events that wake the set again
+		// bring it up to date.
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.deleteMachines(ctx, ms, machinesToDelete(machines, diff, fresh.Spec.DeletePolicy))
 }
 
 // createMachines creates n Machines from the set's template, one after the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/pitstop-dev/pitstop/internal/machineapi"
+	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -182,24 +186,63 @@ func TestNeverMoreOrFewerMachinesThanReplicas(t *testing.T) {
 	t.Logf("created %d machines in all", created)
 }
 
+// TestRemovesTheMachineMarkedJustBeforeAScaleDown: whoever shrinks a set
+// to remove one Machine marks it, then lowers spec.replicas. The marks
+// reach the controller's cache two seconds late here, after the new size:
+// the set must still remove the marked Machine, and only it. The Machine
+// marked is the one the Random policy would remove last, so a pick made
+// from the cache removes another.
+func TestRemovesTheMachineMarkedJustBeforeAScaleDown(t *testing.T) {
+	ns := newNamespace(t, "ms-late-mark")
+	startControllerWith(t, ns, withLaggingWatchOf(env.Config, "machines", 2*time.Second))
+	ms := newSet(ns, "workers", 4)
+	create(t, ms)
+	machines := awaitSettled(t, ms, 4)
+	var all []*machinev1beta1.Machine
+	for i := range machines {
+		all = append(all, &machines[i])
+	}
+	order := machineset.MachinesToDelete(all, len(all), "")
+	marked := order[len(order)-1]
+
+	patch(t, marked, false, func(m *machinev1beta1.Machine) { m.Annotations[machineapi.AnnotationDeleteMachine] = "yes" })
+	scale(t, ms, 3)
+
+	left := names(awaitSettled(t, ms, 3))
+	if slices.Contains(left, marked.Name) {
+		t.Errorf("after scaling to 3, %v are left: the marked machine %s stayed and another went", left, marked.Name)
+	}
+}
+
 // laggingWatches makes every watch of the API server it carries deliver
 // its events latency late: a manager using it has a cache that lags behind
 // its own writes, as a busy API server or a slow network makes it.
 type laggingWatches struct {
 	next    http.RoundTripper
 	latency time.Duration
+	// resource, when set, is the only resource (plural) whose watches lag.
+	resource string
 }
 
 // withLaggingCache returns a copy of cfg whose watches lag by latency.
 func withLaggingCache(cfg *rest.Config, latency time.Duration) *rest.Config {
+	return withLaggingWatchOf(cfg, "", latency)
+}
+
+// withLaggingWatchOf returns a copy of cfg whose watches of resource (all
+// of them if "") lag by latency: the cache sees that resource's changes
+// after changes made later to others.
+func withLaggingWatchOf(cfg *rest.Config, resource string, latency time.Duration) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper { return &laggingWatches{next: next, latency: latency} })
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return &laggingWatches{next: next, latency: latency, resource: resource}
+	})
 	return cfg
 }
 
 func (l *laggingWatches) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := l.next.RoundTrip(req)
-	if err != nil || req.URL.Query().Get("watch") != "true" {
+	if err != nil || req.URL.Query().Get("watch") != "true" || l.resource != "" && !strings.HasSuffix(req.URL.Path, "/"+l.resource) {
 		return resp, err
 	}
 	resp.Body = newLaggingBody(resp.Body, l.latency)
