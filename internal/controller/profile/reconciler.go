@@ -228,7 +228,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 	}
 	scratch := want.DeepCopy()
 	for _, tn := range t.Triggers {
-		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Current, Since: pr.Since.Time, Now: now, Namespace: r.namespace, Client: r.client})
+		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Current, Since: pr.Since.Time, Now: now, Namespace: r.namespace, Client: r.client, Reader: r.apiReader})
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "trigger "+tn).Inc()
 			r.seedMetrics.TransitionFailed(name)
@@ -298,7 +298,7 @@ func (r *Reconciler) enter(ctx context.Context, p *pass, c *fleet.Compiled) (ste
 		scratch := p.want.DeepCopy()
 		// The node came from Previous: a restore here sees the node as
 		// written after it entered, as a transition's restore does.
-		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Previous, Since: pr.Since.Time, Now: p.now, Namespace: r.namespace, Client: r.client})
+		done, status, err := c.Triggers[tn].Run(ctx, trigger.Context{Node: scratch, Profile: name, From: pr.Previous, Since: pr.Since.Time, Now: p.now, Namespace: r.namespace, Client: r.client, Reader: r.apiReader})
 		if err != nil {
 			transitionFailures.WithLabelValues(name, "enter trigger "+tn).Inc()
 			r.seedMetrics.TransitionFailed(name)

@@ -48,6 +48,10 @@ type Context struct {
 	// Client creates and deletes NodeMaintenances and requests actions on
 	// MachineMaintenances.
 	Client client.Client
+	// Reader reads from the API server what must not be taken from a
+	// cache that may lag: that no NodeMaintenance holds a node about to
+	// be uncordoned. Nil: Client.
+	Reader client.Reader
 }
 
 // Trigger is one configured trigger plugin.
@@ -285,14 +289,25 @@ func (t restoreTrigger) Run(ctx context.Context, c Context) (bool, string, error
 // uncordon makes the node schedulable in the reconciler's copy, written
 // with the transition (locked on spec.unschedulable as read), unless a
 // NodeMaintenance holds the node: that one uncordons it when it ends.
+//
+// The cache answers first; a node it shows free is asked about again at
+// the API server, since a NodeMaintenance created a moment ago (another
+// profile's drain, a person's) may not be in the cache yet, and its node
+// would be uncordoned under it.
 func uncordon(ctx context.Context, c Context) (bool, string, error) {
-	list := &pitstopv1alpha1.NodeMaintenanceList{}
-	if err := c.Client.List(ctx, list); err != nil {
-		return false, "", fmt.Errorf("listing NodeMaintenances: %w", err)
+	readers := []client.Reader{c.Client}
+	if c.Reader != nil {
+		readers = append(readers, c.Reader)
 	}
-	for i := range list.Items {
-		if list.Items[i].Spec.NodeName == c.Node.Name {
-			return true, "", nil
+	for _, reader := range readers {
+		list := &pitstopv1alpha1.NodeMaintenanceList{}
+		if err := reader.List(ctx, list); err != nil {
+			return false, "", fmt.Errorf("listing NodeMaintenances: %w", err)
+		}
+		for i := range list.Items {
+			if list.Items[i].Spec.NodeName == c.Node.Name {
+				return true, "", nil
+			}
 		}
 	}
 	c.Node.Spec.Unschedulable = false

@@ -4,8 +4,14 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
 func TestNewRefusesKeysTheNodeOrPitstopCannotTake(t *testing.T) {
@@ -37,6 +43,43 @@ func TestNewRefusesKeysTheNodeOrPitstopCannotTake(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New: got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestoreUncordonsOnlyANodeNoNodeMaintenanceHolds: restore with
+// uncordon clears a cordon no NodeMaintenance holds, and keeps one that a
+// NodeMaintenance holds, even one the cache does not show yet (created a
+// moment ago by another profile or a person): the API server is asked
+// before the node is uncordoned.
+func TestRestoreUncordonsOnlyANodeNoNodeMaintenanceHolds(t *testing.T) {
+	holding := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "by-hand"}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "node-a"}}
+	other := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}, Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: "node-b"}}
+	clientWith := func(objs ...client.Object) client.Client {
+		return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
+	}
+	tr, err := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{Uncordon: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		cache, server client.Client
+		cordoned      bool
+	}{
+		{"no NodeMaintenance anywhere: uncordoned", clientWith(other), clientWith(other), false},
+		{"the cache shows one: left cordoned", clientWith(holding), clientWith(holding), true},
+		{"only the API server has it yet: left cordoned", clientWith(other), clientWith(other, holding), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+			done, status, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "p", Client: tc.cache, Reader: tc.server})
+			if err != nil || !done {
+				t.Fatalf("Run: done %v, status %q, err %v", done, status, err)
+			}
+			if node.Spec.Unschedulable != tc.cordoned {
+				t.Errorf("node unschedulable %v, want %v", node.Spec.Unschedulable, tc.cordoned)
 			}
 		})
 	}
