@@ -156,7 +156,7 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 					return fmt.Errorf("deleting machine %s: %w", m.Name, err)
 				}
 			}
-			a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+			a.Message = waitingGone(m)
 			return nil
 		}
 		return r.removeSurged(ctx, mm, m, now)
@@ -188,7 +188,7 @@ const (
 func (r *Reconciler) removeSurged(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, m *machinev1beta1.Machine, now time.Time) error {
 	a := mm.Status.Action
 	if !m.DeletionTimestamp.IsZero() {
-		a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+		a.Message = waitingGone(m)
 		return r.scaleBack(ctx, mm)
 	}
 	if _, marked := m.Annotations[machineapi.AnnotationDeleteMachine]; !marked {
@@ -201,7 +201,7 @@ func (r *Reconciler) removeSurged(ctx context.Context, mm *pitstopv1alpha1.Machi
 			return fmt.Errorf("marking machine %s for deletion: %w", m.Name, err)
 		}
 		a.MarkedTime = &metav1.Time{Time: now}
-		a.Message = fmt.Sprintf("marked machine %s for deletion; MachineSet %s shrinks once its controller has seen the mark", m.Name, a.MachineSet)
+		a.Message = waitingMark(m, a)
 		return nil
 	}
 	if a.MarkedTime == nil {
@@ -210,13 +210,13 @@ func (r *Reconciler) removeSurged(ctx context.Context, mm *pitstopv1alpha1.Machi
 		a.MarkedTime = &metav1.Time{Time: now}
 	}
 	if now.Before(a.MarkedTime.Add(markSettle)) {
-		a.Message = fmt.Sprintf("marked machine %s for deletion; MachineSet %s shrinks once its controller has seen the mark", m.Name, a.MachineSet)
+		a.Message = waitingMark(m, a)
 		return nil
 	}
 	if err := r.scaleBack(ctx, mm); err != nil {
 		return err
 	}
-	a.Message = "waiting for machine " + m.Name + " to be drained and gone"
+	a.Message = waitingGone(m)
 	if now.Before(a.MarkedTime.Add(markSettle + removalGrace)) {
 		return nil
 	}
@@ -227,6 +227,16 @@ func (r *Reconciler) removeSurged(ctx context.Context, mm *pitstopv1alpha1.Machi
 		"MachineSet %s shrank but did not remove machine %s, marked for deletion %s ago; pitstop deleted it (if the set removed another machine instead, it replaces that one)",
 		a.MachineSet, m.Name, now.Sub(a.MarkedTime.Time).Round(time.Second))
 	return nil
+}
+
+// waitingGone says the action waits for the old Machine to go.
+func waitingGone(m *machinev1beta1.Machine) string {
+	return "waiting for machine " + m.Name + " to be drained and gone"
+}
+
+// waitingMark says the action waits for the mark to settle.
+func waitingMark(m *machinev1beta1.Machine, a *pitstopv1alpha1.MachineAction) string {
+	return fmt.Sprintf("marked machine %s for deletion; MachineSet %s shrinks once its controller has seen the mark", m.Name, a.MachineSet)
 }
 
 // settleLeft is how soon a surge whose old Machine was just marked can

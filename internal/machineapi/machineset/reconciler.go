@@ -136,12 +136,9 @@ func (r *Reconciler) reconcileReplicas(ctx context.Context, ms *machinev1beta1.M
 // then remove a Machine nobody chose: a node in service, while the
 // marked one stays.
 func (r *Reconciler) scaleDown(ctx context.Context, ms *machinev1beta1.MachineSet, selector labels.Selector) (ctrl.Result, error) {
-	fresh := &machinev1beta1.MachineSet{}
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(ms), fresh); err != nil {
-		return ctrl.Result{}, fmt.Errorf("rereading MachineSet %s before removing machines: %w", klog.KObj(ms), err)
-	}
-	if fresh.UID != ms.UID || !fresh.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, fmt.Errorf("MachineSet %s is being deleted or was replaced: %w", klog.KObj(ms), errStale)
+	fresh, err := r.reread(ctx, ms, "removing machines")
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	list := &machinev1beta1.MachineList{}
 	if err := r.apiReader.List(ctx, list, client.InNamespace(ms.Namespace)); err != nil {
@@ -222,7 +219,7 @@ func (r *Reconciler) claimMachines(ctx context.Context, ms *machinev1beta1.Machi
 	}
 	c := claim(ms, selector, list.Items)
 	if len(c.Adopt) > 0 {
-		if err := r.recheckNotDeleted(ctx, ms); err != nil {
+		if _, err := r.reread(ctx, ms, "adopting machines"); err != nil {
 			return nil, err
 		}
 	}
@@ -241,18 +238,20 @@ func (r *Reconciler) claimMachines(ctx context.Context, ms *machinev1beta1.Machi
 	return owned, errors.Join(errs...)
 }
 
-// recheckNotDeleted reads the set from the API server before it adopts
-// anything: a cache that has not seen its deletion would let it take
-// Machines the garbage collector then deletes with it.
-func (r *Reconciler) recheckNotDeleted(ctx context.Context, ms *machinev1beta1.MachineSet) error {
+// reread reads the set from the API server before it adopts or removes
+// Machines (doing says which): a cache that has not seen its deletion
+// would let it take Machines the garbage collector then deletes with it,
+// and one behind its new size or its Machines' marks would remove the
+// wrong ones. A set being deleted or replaced is an errStale.
+func (r *Reconciler) reread(ctx context.Context, ms *machinev1beta1.MachineSet, doing string) (*machinev1beta1.MachineSet, error) {
 	fresh := &machinev1beta1.MachineSet{}
 	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(ms), fresh); err != nil {
-		return fmt.Errorf("rereading MachineSet %s before adopting machines: %w", klog.KObj(ms), err)
+		return nil, fmt.Errorf("rereading MachineSet %s before %s: %w", klog.KObj(ms), doing, err)
 	}
 	if fresh.UID != ms.UID || !fresh.DeletionTimestamp.IsZero() {
-		return fmt.Errorf("MachineSet %s is being deleted or was replaced; not adopting machines: %w", klog.KObj(ms), errStale)
+		return nil, fmt.Errorf("MachineSet %s is being deleted or was replaced; not %s: %w", klog.KObj(ms), doing, errStale)
 	}
-	return nil
+	return fresh, nil
 }
 
 // setController adopts (adopt true) or releases a Machine by adding or
