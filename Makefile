@@ -16,28 +16,45 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/pitstop-dev/pitstop/internal/version.Version=$(VERSION) \
            -X github.com/pitstop-dev/pitstop/internal/version.Commit=$(COMMIT)
-# One package at a time: several packages start real control planes, and on
-# 2 cores two of them at once starve each other's simulated kubelets (the
-# rolling demo then stalls on PodDisruptionBudgets that never see their pods
-# Ready again).
-GO_TEST_FLAGS ?= -race -count=1 -timeout 20m -p 1
+GO_TEST_FLAGS ?= -race -count=1
+# The packages whose tests start local clusters (internal/localcluster),
+# `pitstop dev` or several pitstop processes. They run one at a time: on 2
+# cores two of them at once starve each other's simulated kubelets (a
+# rolling maintenance then stalls on PodDisruptionBudgets that never see
+# their pods Ready again). Every other package starts at most one envtest
+# API server and runs two at a time.
+CLUSTER_PKGS := ./cmd/pitstop ./internal/localcluster ./test/browser
+# The tools `make test` runs: the kubelet, kube-proxy and Cluster API's
+# manager serve only `make e2e`.
+TEST_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok controller-gen helm
+# The tests of `make e2e`: every Test function in a _test.go file built
+# only with the e2e tag (`//go:build e2e`), package by package.
+E2E_FILES = $(shell grep -rl --include='*_test.go' --exclude-dir=bin --exclude-dir=dist '^//go:build e2e' . | sort)
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## Install the system packages the tests need (gcc for -race, prometheus for the health-gate check, chromium for the dashboard's browser test), if missing.
 	@hack/ensure-deps.sh
 
 .PHONY: tools
-tools: deps ## Build the pinned control plane, kwok and controller-gen into bin/ (cold: about 5 minutes).
+tools: deps ## Build every pinned tool into bin/: the control plane, kubelet, kwok, controller-gen, helm, Cluster API's manager (cold: 10-18 minutes on 2 cores).
 	@hack/build-tools.sh
+
+.PHONY: test-tools
+test-tools: deps ## Build the pinned tools `make test` needs into bin/ (all but the kubelet, kube-proxy and Cluster API's manager).
+	@hack/build-tools.sh $(TEST_TOOLS)
 
 .PHONY: build
 build: ## Build bin/pitstop, and bin/kubectl-pitstop: the same binary as the plugin of `kubectl pitstop`.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/pitstop ./cmd/pitstop
 	ln -f $(BIN)/pitstop $(BIN)/kubectl-pitstop
+
+.PHONY: crosscheck
+crosscheck: ## Compile pitstop and vet its packages for Windows (amd64), the platform furthest from Linux: what `make cross` would catch, for one platform.
+	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 go vet ./cmd/... ./internal/... ./api/...
 
 .PHONY: cross
 cross: ## Build dist/pitstop-<os>-<arch> and dist/kubectl-pitstop-<os>-<arch> for Linux, macOS and Windows on amd64 and arm64.
@@ -64,7 +81,8 @@ image: ## Build dist/pitstop-image.tar, the linux/amd64+arm64 image as an OCI la
 	  -created "$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct)}"
 
 .PHONY: manifests
-manifests: tools ## Regenerate CRDs, RBAC and deep-copy code from api/ and the kubebuilder markers.
+manifests: ## Regenerate CRDs, RBAC and deep-copy code from api/ and the kubebuilder markers.
+	@hack/build-tools.sh controller-gen
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	@hack/rbac.sh
@@ -73,16 +91,26 @@ manifests: tools ## Regenerate CRDs, RBAC and deep-copy code from api/ and the k
 	@hack/chart-crds.sh
 
 .PHONY: verify
-verify: tools ## Fail if generated files, formatting or go.mod are stale.
+verify: ## Fail if generated files, formatting or go.mod are stale.
 	@hack/verify.sh
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet, on the e2e and fault tests too (so that they compile where make test does not run them).
 	go vet ./...
+	go vet -tags e2e,fault ./...
 
 .PHONY: test
-test: tools verify vet cross ## Everything: tools, generated-file check, vet, all tests with -race (local-cluster tests included).
-	go test $(GO_TEST_FLAGS) ./...
+test: test-tools verify vet crosscheck ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race.
+	go test $(GO_TEST_FLAGS) -timeout 20m -p 2 $$(go list ./... | grep -v -x -F $(foreach p,$(CLUSTER_PKGS),-e github.com/pitstop-dev/pitstop/$(p:./%=%)))
+	go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS)
+
+.PHONY: e2e
+e2e: tools build ## The end-to-end scenarios on the local cluster (files tagged e2e: test/e2e, the demos, the real node, the image under podman), one package at a time, with -race.
+	@set -e; for dir in $$(dirname $(E2E_FILES) | sort -u); do \
+	  tests=$$(sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing.T).*/\1/p' $$(grep -l '^//go:build e2e' $$dir/*_test.go) | paste -sd '|'); \
+	  echo "go test -tags e2e -run '^($$tests)$$' $$dir"; \
+	  go test -tags e2e $(GO_TEST_FLAGS) -timeout 30m -p 1 -run "^($$tests)\$$" $$dir; \
+	done
 
 .PHONY: demo
 demo: tools build ## Start a 20-node local cluster with sample workloads and run pitstop against it.
@@ -94,8 +122,8 @@ bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures
 
 .PHONY: fault
 fault: FAULTFLAGS ?= -form=long
-fault: tools ## Run the fault-injection campaign in test/fault (the API server stopped, etcd killed, leader kills, a partition, slow requests, a clock ahead): the long form, or the short one with FAULTFLAGS=-form=short; make test runs the brief one (docs/safety.md).
-	go test -count=1 -timeout 90m -v ./test/fault/ -args $(FAULTFLAGS)
+fault: test-tools ## Run the fault-injection campaign in test/fault (the API server stopped, etcd killed, leader kills, a partition, slow requests, a clock ahead): the long form, FAULTFLAGS=-form=short the short one, FAULTFLAGS=-form=brief the brief one (docs/safety.md).
+	go test -tags fault -count=1 -timeout 90m -v ./test/fault/ -args $(FAULTFLAGS)
 
 .PHONY: fuzz
 fuzz: tools ## Run every fuzz target (each func Fuzz... in a _test.go file) for FUZZTIME (default 1m), one after the other; a failing input is written to the package's testdata/fuzz.

@@ -8,6 +8,8 @@
 // and uncordoned, maintained exactly once and told so at most once, with
 // no Lease or NodeMaintenance left behind, and the API server's audit log
 // must show no pod that pitstop deleted rather than evicted. The campaign
-// has three forms (-form): brief, which `make test` runs; short, `make
-// fault FAULTFLAGS=-form=short`; and long, `make fault`.
+// has three forms (-form): brief, `make fault FAULTFLAGS=-form=brief`;
+// short, `make fault FAULTFLAGS=-form=short`; and long, `make fault`. Its
+// tests are built only with the fault tag, so `make test` and a plain
+// `go test ./...` leave them out.
 package fault

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build fault && linux
 
 package fault
 
@@ -42,7 +42,7 @@ import (
 
 // long runs the campaign's long form (make fault): longer outages, more
 // kills, more nodes.
-var form = flag.String("form", "brief", "the campaign's form: brief (make test), short or long (make fault)")
+var form = flag.String("form", "brief", "the campaign's form: brief, short or long (make fault's default)")
 
 // The rig's fixed parts.
 const (
@@ -501,7 +501,7 @@ func workerNames() []string {
 // etcd, or a kill of the leader, begins, and says what it is. The short and
 // long forms cut in while a node drains. An eviction cut off there leaves
 // its pod counted against its PodDisruptionBudget for two minutes
-// (docs/safety.md), so the brief form, which make test runs, cuts in once a
+// (docs/safety.md), so the brief form cuts in once a
 // node is in maintenance while no drain is under way, instead; with last,
 // once no drain is to come either (see TestFaultAPIServerDown).
 func (r *rig) awaitOutageMoment(last bool) string {
