@@ -96,7 +96,6 @@ verify: ## Fail if generated files, formatting or go.mod are stale.
 
 .PHONY: vet
 vet: ## Run go vet, on the e2e and fault tests too (so that they compile where make test does not run them).
-	go vet ./...
 	go vet -tags e2e,fault ./...
 
 .PHONY: test
