@@ -224,7 +224,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 	if o.manager.DashboardAddr != "0" {
 		dashboard = "\nDashboard: " + dashboardURL(o.manager.DashboardAddr) + " (the fleet and each node, live)\n"
 		if !manager.IsLoopback(o.manager.DashboardAddr) {
-			dashboard += "It listens off loopback, so every request needs a bearer token of a user allowed to get /pitstop/dashboard.\n"
+			dashboard += "It listens off loopback, so it serves HTTPS only (the webhook's certificate) and every request needs a bearer token for audience " + o.manager.Tokens.Audience + " of a user allowed to get /pitstop/dashboard.\n"
 		}
 	}
 	fmt.Fprintf(out, `Local cluster ready in %.1fs: %d nodes Ready, sample workloads running in namespace %s.
@@ -293,7 +293,11 @@ func dashboardURL(addr string) string {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "localhost"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/"
+	scheme := "http://"
+	if !manager.IsLoopback(addr) {
+		scheme = "https://" // off loopback it serves TLS only
+	}
+	return scheme + net.JoinHostPort(host, port) + "/"
 }
 
 // openDevLog opens where the manager's log goes: stderr for "-", the given

@@ -11,10 +11,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/go-logr/logr/testr"
 
@@ -41,9 +43,16 @@ func (b *breakable) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// newAccess returns an Access of the test's API server, each with caches of
-// its own, and the transport it goes through.
+// newAccess returns an Access of the test's API server that accepts
+// tokens for pitstop's audience, each with caches of its own, and the
+// transport it goes through.
 func newAccess(t *testing.T) (*access.Access, *breakable) {
+	t.Helper()
+	return newAccessOf(t, access.Tokens{})
+}
+
+// newAccessOf is newAccess accepting the tokens of tokens.
+func newAccessOf(t *testing.T, tokens access.Tokens) (*access.Access, *breakable) {
 	t.Helper()
 	rt, err := rest.TransportFor(env.Config)
 	if err != nil {
@@ -51,7 +60,7 @@ func newAccess(t *testing.T) (*access.Access, *breakable) {
 	}
 	b := &breakable{next: rt}
 	b.broken.Store("")
-	a, err := access.New(env.Config, &http.Client{Transport: b}, testr.New(t))
+	a, err := access.New(env.Config, &http.Client{Transport: b}, tokens, testr.New(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +68,29 @@ func newAccess(t *testing.T) (*access.Access, *breakable) {
 }
 
 // tokenOf creates a ServiceAccount in ns, grants it the non-resource URLs
-// of get (none when empty) and returns a token of it.
+// of get (none when empty) and returns a token of it for pitstop's
+// audience.
 func tokenOf(t *testing.T, ns, name string, get ...string) string {
+	t.Helper()
+	serviceAccount(t, ns, name, get...)
+	return tokenFor(t, ns, name, access.DefaultAudience)
+}
+
+// tokenFor returns a token of ServiceAccount ns/name for audiences, from
+// the TokenRequest API; with none, for the API server's own.
+func tokenFor(t *testing.T, ns, name string, audiences ...string) string {
+	t.Helper()
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: ptr.To[int64](3600)}}
+	tok, err := env.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, req, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token of ServiceAccount %s/%s for audiences %q: %v", ns, name, audiences, err)
+	}
+	return tok.Status.Token
+}
+
+// serviceAccount creates ServiceAccount ns/name and grants it the
+// non-resource URLs of get (none when empty).
+func serviceAccount(t *testing.T, ns, name string, get ...string) {
 	t.Helper()
 	testutil.Create(t, env.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
 	if len(get) > 0 {
@@ -76,7 +106,6 @@ func tokenOf(t *testing.T, ns, name string, get ...string) string {
 				Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
 			})
 	}
-	return testutil.TokenOf(t, env.Clientset, ns, name)
 }
 
 type answer struct {
@@ -186,5 +215,47 @@ func TestNoAnswerFromTheAPIServer(t *testing.T) {
 	transport.broken.Store("/apis/authentication.k8s.io/")
 	if got := call(t, h, http.MethodGet, "/page", viewer); got.status != http.StatusUnauthorized {
 		t.Errorf("no TokenReview answer: answered %d %q, want 401", got.status, got.errText)
+	}
+}
+
+// TestUntrustedTokenForAnotherAudienceIsRefused: the TokenReview names
+// pitstop's audience, so a token the API server itself would accept (a
+// ServiceAccount's default token, the kind Prometheus sends and a sniffer
+// could replay against the API server) or one issued for another service
+// is 401, and only a token issued for pitstop is served. With
+// APIServerAudience, the API server's own tokens are accepted as well,
+// still not another service's.
+func TestUntrustedTokenForAnotherAudienceIsRefused(t *testing.T) {
+	ns := testutil.Namespace(t, env.Client, "audience")
+	serviceAccount(t, ns, "scraper", "/metrics")
+	forPitstop := tokenFor(t, ns, "scraper", access.DefaultAudience)
+	forAPIServer := tokenFor(t, ns, "scraper")
+	forVault := tokenFor(t, ns, "scraper", "vault")
+
+	a, _ := newAccess(t)
+	h := a.Wrap("", "test realm", served)
+	if got := call(t, h, http.MethodGet, "/metrics", forPitstop); got.status != http.StatusOK {
+		t.Errorf("a token for audience pitstop: answered %d %q, want 200", got.status, got.errText)
+	}
+	for _, tc := range []struct{ who, token string }{{"a token for the API server", forAPIServer}, {"a token for audience vault", forVault}} {
+		got := call(t, h, http.MethodGet, "/metrics", tc.token)
+		if got.status != http.StatusUnauthorized || !strings.Contains(got.errText, "audience pitstop") {
+			t.Errorf("%s: answered %d %q, want 401 naming audience pitstop", tc.who, got.status, got.errText)
+		}
+	}
+
+	a, _ = newAccessOf(t, access.Tokens{APIServerAudience: true})
+	h = a.Wrap("", "test realm", served)
+	for _, tc := range []struct {
+		who, token string
+		want       int
+	}{
+		{"a token for audience pitstop", forPitstop, http.StatusOK},
+		{"a token for the API server", forAPIServer, http.StatusOK},
+		{"a token for audience vault", forVault, http.StatusUnauthorized},
+	} {
+		if got := call(t, h, http.MethodGet, "/metrics", tc.token); got.status != tc.want {
+			t.Errorf("accepting the API server's audience, %s: answered %d %q, want %d", tc.who, got.status, got.errText, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,6 +25,9 @@ type Server struct {
 	// Authenticated says Handler lets only authorized users in (Access);
 	// it is logged.
 	Authenticated bool
+	// TLS, when set, serves HTTPS only, with its certificate: off a
+	// loopback IP, where requests carry bearer tokens over the network.
+	TLS *tls.Config
 }
 
 // Start listens on Addr and serves until ctx ends.
@@ -38,7 +42,10 @@ func (s *Server) Start(ctx context.Context) error {
 		// Requests end with the manager.
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
-	s.Log.Info("Serving the dashboard", "addr", ln.Addr().String(), "bearerTokenRequired", s.Authenticated)
+	if s.TLS != nil {
+		ln = tls.NewListener(ln, s.TLS)
+	}
+	s.Log.Info("Serving the dashboard", "addr", ln.Addr().String(), "bearerTokenRequired", s.Authenticated, "tls", s.TLS != nil)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -18,9 +18,10 @@ package manager
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=pitstop-system
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch,namespace=default
 //
-// The dashboard, and the metrics, when they listen off loopback, let a
-// request in only with a bearer token the API server accepts, of a user it
-// allows: they ask it with a TokenReview and a SubjectAccessReview.
+// The dashboard, and the metrics, when they listen off loopback, are served
+// over TLS only and let a request in only with a bearer token the API server
+// accepts for pitstop's audience, of a user it allows: they ask it with a
+// TokenReview and a SubjectAccessReview.
 //
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/access"
@@ -25,7 +24,6 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/medik8s"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/dashboard"
 	"github.com/pitstop-dev/pitstop/internal/esx"
 	"github.com/pitstop-dev/pitstop/internal/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -36,16 +34,35 @@ import (
 // `pitstop run`; Validate names that flag when a value cannot work.
 type Options struct {
 	// MetricsAddr serves Prometheus metrics at /metrics; "0" turns it off.
-	// Off a loopback IP, a scrape needs a bearer token of a user allowed to
-	// get the non-resource URL /metrics.
+	// On a loopback IP they are plain HTTP. Off it, they are HTTPS only,
+	// with the serving certificate (Webhook.CertDir), and a scrape needs a
+	// bearer token (Tokens) of a user allowed to get the non-resource URL
+	// /metrics.
 	MetricsAddr string
+	// MetricsService is "namespace/name" of the Service in front of the
+	// metrics: off a loopback IP, the certificate pitstop manages covers
+	// its names, which scrapers check (the ServiceMonitor's serverName).
+	MetricsService string
 	// HealthAddr serves /healthz and /readyz; "0" turns it off.
 	HealthAddr string
 	// DashboardAddr serves the read-only dashboard and its JSON API; "0"
-	// turns it off. Every replica serves it, leader or not. Off a loopback
-	// IP, every request needs a bearer token of a user allowed to get
-	// dashboard.AccessPath.
+	// turns it off. Every replica serves it, leader or not. On a loopback
+	// IP it is plain HTTP and answers only requests for localhost (and
+	// DashboardAllowedHosts). Off it, it is HTTPS only, with the serving
+	// certificate, and every request needs a bearer token (Tokens) of a
+	// user allowed to get dashboard.AccessPath.
 	DashboardAddr string
+	// DashboardService is "namespace/name" of the Service in front of an
+	// exposed dashboard, whose names the certificate pitstop manages
+	// covers.
+	DashboardService string
+	// DashboardAllowedHosts are the hosts, besides localhost and the
+	// loopback IPs, that requests to a dashboard on loopback may name.
+	DashboardAllowedHosts []string
+	// Tokens says which bearer tokens the metrics and the dashboard accept
+	// off a loopback IP: those issued for its audience, and those for the
+	// API server's own only if it says so.
+	Tokens access.Tokens
 	// DashboardLabels are the node labels the dashboard's /api/v1/info
 	// shows (the maintenance-controller's dashboard.labelFilter).
 	DashboardLabels []string
@@ -162,7 +179,10 @@ type Options struct {
 // DefaultOptions are the defaults of `pitstop run`.
 func DefaultOptions() Options {
 	return Options{
-		MetricsAddr:              ":8080",
+		MetricsAddr:              "127.0.0.1:8080",
+		MetricsService:           "pitstop-system/pitstop-metrics",
+		DashboardService:         "pitstop-system/pitstop-dashboard",
+		Tokens:                   access.Tokens{Audience: access.DefaultAudience},
 		HealthAddr:               ":8081",
 		DashboardAddr:            "127.0.0.1:8082",
 		PprofAddr:                "0",
@@ -228,6 +248,9 @@ func (o Options) Validate() error {
 	}
 	if collide(o.HealthAddr, o.DashboardAddr) {
 		return &FlagError{"dashboard-addr", o.DashboardAddr, "must differ from --health-probe-bind-address"}
+	}
+	if err := o.validateServing(); err != nil {
+		return err
 	}
 	if err := validateMachineProviders(o.MachineProviders); err != nil {
 		return err
@@ -360,10 +383,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		return nil, err
 	}
 	ctrl.SetLogger(log)
+	// Read once the webhook's setup has put the certificate in place.
+	cert := &servingCert{dir: opts.Webhook.CertDir}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme.New(),
 		Logger:                        log,
-		Metrics:                       metricsOptions(opts.MetricsAddr),
+		Metrics:                       metricsOptions(opts, cert),
 		HealthProbeBindAddress:        opts.HealthAddr,
 		PprofBindAddress:              opts.PprofAddr,
 		WebhookServer:                 opts.Webhook.server(),
@@ -442,8 +467,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 			return nil, err
 		}
 	}
+	if opts.servesTLS() {
+		if err := cert.setup(mgr); err != nil {
+			return nil, err
+		}
+	}
 	if opts.DashboardAddr != "0" {
-		if err := setupDashboard(mgr, opts, profiles, clusters, log); err != nil {
+		if err := setupDashboard(mgr, opts, profiles, clusters, cert, log); err != nil {
 			return nil, err
 		}
 	}
@@ -466,60 +496,6 @@ func checkDeps(mgr ctrl.Manager, opts Options, accounts *kubernikus.Accounts) (c
 		Kubernikus: kubernikus.Pools{Accounts: accounts, CloudConfigPath: opts.OpenStackCloudConfig},
 		Reader:     mgr.GetAPIReader(),
 	}, nil
-}
-
-// metricsOptions serves the metrics on addr: off a loopback IP, only to a
-// bearer token the API server accepts (TokenReview) of a user it allows to
-// get the non-resource URL /metrics (SubjectAccessReview), as
-// controller-runtime's filter asks them, but a token the API server
-// rejects is 401, not 500; it keeps the answers a minute (a denial 10
-// seconds).
-func metricsOptions(addr string) metricsserver.Options {
-	o := metricsserver.Options{BindAddress: addr}
-	if addr != "0" && !IsLoopback(addr) {
-		o.FilterProvider = access.MetricsFilter
-	}
-	return o
-}
-
-// setupDashboard serves the dashboard from this replica's cache, leader or
-// not, with the profile engine's last decisions about each node (a standby
-// has made none: it serves the results the leader recorded on the nodes).
-// Events are read from the API server, a node's at a time, so that no
-// informer holds every Event of the cluster. Off a loopback IP, a request
-// needs a bearer token of a user allowed to get dashboard.AccessPath.
-func setupDashboard(mgr ctrl.Manager, opts Options, profiles *profile.Reconciler, clusters *capi.Clusters, log logr.Logger) error {
-	addr := opts.DashboardAddr
-	log = log.WithName("dashboard")
-	dh := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
-	dh.ShowLabels(opts.DashboardLabels)
-	if clusters != nil {
-		dh.ServeClusters(func(ctx context.Context) ([]capi.ClusterView, error) { return clusters.View(ctx, mgr.GetClient()) })
-	}
-	var h http.Handler = dh
-	authenticated := !IsLoopback(addr)
-	if authenticated {
-		a, err := access.New(mgr.GetConfig(), mgr.GetHTTPClient(), log)
-		if err != nil {
-			return err
-		}
-		h = a.Wrap(dashboard.AccessPath, "pitstop dashboard", h)
-	}
-	if err := mgr.Add(&dashboard.Server{Addr: addr, Handler: h, Log: log, Authenticated: authenticated}); err != nil {
-		return fmt.Errorf("adding the dashboard: %w", err)
-	}
-	return nil
-}
-
-// IsLoopback says whether a valid listen address is on a loopback IP
-// (127.0.0.1, ::1): only the pod itself, or the machine pitstop runs on,
-// reaches it. A kubectl port-forward into the pod is such a reach, which
-// the API server allows only to users granted pods/portforward. A host
-// name counts as not loopback, whatever it resolves to.
-func IsLoopback(addr string) bool {
-	host, _, _ := net.SplitHostPort(addr)
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // slackAPIURL ends the Slack API's base URL with the slash the Slack

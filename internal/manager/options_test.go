@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"errors"
 	"net"
 	"testing"
 )
@@ -16,5 +17,59 @@ func TestTheDashboardListensOnLoopbackByDefault(t *testing.T) {
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		t.Errorf("the dashboard listens on %q by default, want a loopback address", addr)
+	}
+}
+
+// TestServingOptionsAreCheckedNamingTheFlag: off a loopback IP the metrics
+// and the dashboard are served over TLS only, so they need a certificate;
+// each option that cannot work is refused naming its flag.
+func TestServingOptionsAreCheckedNamingTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(*Options)
+		flag string // empty: valid
+	}{
+		{"the defaults: metrics and dashboard on loopback, plain HTTP", func(*Options) {}, ""},
+		{"the defaults without the webhook", func(o *Options) { o.Webhook.Port = 0 }, ""},
+		{"metrics off loopback with the webhook's certificate", func(o *Options) { o.MetricsAddr = ":8080" }, ""},
+		{"metrics off loopback without the webhook have no certificate", func(o *Options) { o.MetricsAddr, o.Webhook.Port = ":8080", 0 }, "metrics-bind-address"},
+		{"a dashboard off loopback without the webhook has no certificate", func(o *Options) { o.DashboardAddr, o.Webhook.Port = ":8082", 0 }, "dashboard-addr"},
+		{"without the webhook, a certificate someone else writes", func(o *Options) {
+			o.MetricsAddr, o.Webhook.Port, o.Webhook.ManageCertificate = ":8080", 0, false
+		}, ""},
+		{"metrics off loopback behind a Service that is not namespace/name", func(o *Options) { o.MetricsAddr, o.MetricsService = ":8080", "pitstop-metrics" }, "metrics-service"},
+		{"an allowed host with a port", func(o *Options) { o.DashboardAllowedHosts = []string{"tunnel.example:8082"} }, "dashboard-allowed-hosts"},
+		{"allowed hosts by name and IP", func(o *Options) { o.DashboardAllowedHosts = []string{"Tunnel.Example", "10.0.0.1"} }, ""},
+		{"no audience", func(o *Options) { o.Tokens.Audience = "" }, "token-audience"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.tune(&o)
+			err := o.Validate()
+			var fe *FlagError
+			switch {
+			case tc.flag == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.flag != "" && (!errors.As(err, &fe) || fe.Flag != tc.flag):
+				t.Errorf("got %v, want an error naming --%s", err, tc.flag)
+			}
+		})
+	}
+}
+
+// TestMetricsAreTLSOnlyOffLoopback: the metrics listen on loopback by
+// default (`pitstop run` with a kubeconfig); the metrics server is asked
+// for TLS, with a token, exactly when it listens off a loopback IP.
+func TestMetricsAreTLSOnlyOffLoopback(t *testing.T) {
+	if addr := DefaultOptions().MetricsAddr; !IsLoopback(addr) {
+		t.Errorf("the metrics listen on %q by default, want a loopback address (plain HTTP, this machine only)", addr)
+	}
+	for addr, secure := range map[string]bool{"127.0.0.1:8080": false, "[::1]:8080": false, "0": false, ":8080": true, "0.0.0.0:8080": true, "10.0.0.1:8080": true, "localhost:8080": true} {
+		o := DefaultOptions()
+		o.MetricsAddr = addr
+		m := metricsOptions(o, &servingCert{})
+		if m.SecureServing != secure || (m.FilterProvider != nil) != secure || (len(m.TLSOpts) > 0) != secure {
+			t.Errorf("metrics on %s: secure %v, filter %v, TLS options %d; want TLS and a token: %v", addr, m.SecureServing, m.FilterProvider != nil, len(m.TLSOpts), secure)
+		}
 	}
 }

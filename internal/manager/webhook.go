@@ -230,6 +230,8 @@ func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts 
 		return nil // cert-manager writes CertDir and the CA bundle
 	}
 	_, hosts := opts.Webhook.clientConfig(nodemaintenance.WebhookPath)
+	// The metrics and an exposed dashboard serve the same certificate.
+	hosts = append(hosts, opts.servingHosts()...)
 	// A live client: the manager's cache does not run before Start.
 	live, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {

@@ -100,8 +100,8 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 				t.Fatal("no ServiceMonitor")
 			}
 			endpoint := sm.Object["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
-			if endpoint["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
-				t.Errorf("the ServiceMonitor sends no bearer token: %v", endpoint)
+			if endpoint["bearerTokenFile"] != "/var/run/secrets/pitstop/token" {
+				t.Errorf("the ServiceMonitor sends no bearer token for audience pitstop: %v", endpoint)
 			}
 		}},
 		{"the ServiceMonitor sends the token of a Secret", []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.bearerTokenSecret.name=scraper", "metrics.serviceMonitor.bearerTokenSecret.key=token"}, func(t *testing.T, objs []*unstructured.Unstructured) {
