@@ -4,7 +4,8 @@
 // MachineSets that keep a replica count, nodelink that ties each Node to its
 // Machine, and MachineHealthChecks that replace unhealthy machines. This
 // package holds what those controllers share: the keys users already know
-// from OpenShift and the Machine's conditions.
+// from OpenShift, the Machine's conditions, and the rule by which pitstop
+// finds the Machine of a Node before it acts on it (MachineOfNode).
 package machineapi
 
 import (

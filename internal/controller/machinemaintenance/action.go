@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -42,6 +44,13 @@ func (r *Reconciler) act(ctx context.Context, mm *pitstopv1alpha1.MachineMainten
 		err = r.reboot(ctx, mm, now)
 	}
 	a := mm.Status.Action
+	refused := isRefusal(err)
+	if refused {
+		// Nothing was deleted or rebooted, and asking again finds the
+		// same links: the action fails, saying which disagree.
+		step(a, pitstopv1alpha1.StepFailed, "refused to %s: %v", strings.ToLower(string(a.Type)), err)
+		err = nil
+	}
 	if actionOver(a) && a.CompletionTime == nil {
 		a.CompletionTime = &metav1.Time{Time: now}
 	}
@@ -52,7 +61,10 @@ func (r *Reconciler) act(ctx context.Context, mm *pitstopv1alpha1.MachineMainten
 		if perr := r.client.Status().Patch(ctx, mm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); perr != nil {
 			return 0, client.IgnoreNotFound(perr)
 		}
-		if a.Step != before.Status.Action.Step {
+		switch {
+		case refused:
+			r.recorder.Eventf(mm, nil, corev1.EventTypeWarning, eventTargetRefused, string(a.Type), "%s", a.Message)
+		case a.Step != before.Status.Action.Step:
 			kind := corev1.EventTypeNormal
 			if a.Step == pitstopv1alpha1.StepFailed {
 				kind = corev1.EventTypeWarning
@@ -100,6 +112,11 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 	}
 	switch a.Step {
 	case pitstopv1alpha1.StepRequested:
+		// Before anything moves: the Machine must be the node's by its
+		// own status.nodeRef, read from the API server.
+		if _, err := r.verifiedMachine(ctx, mm); err != nil {
+			return err
+		}
 		if a.ControlPlane {
 			if !a.Surge {
 				a.Message = "a control-plane machine is only replaced with surge, and " + m.Name + " belongs to no MachineSet: replace it by hand"
@@ -149,6 +166,18 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 	case pitstopv1alpha1.StepDeletingMachine:
 		if err := r.disown(ctx, mm); err != nil {
 			return err
+		}
+		if m.DeletionTimestamp.IsZero() {
+			// Checked again before the Machine is deleted or marked, as
+			// the API server has it now.
+			fresh, err := r.verifiedMachine(ctx, mm)
+			if isRefusal(err) && a.Surge {
+				return refuse(fmt.Errorf("%w; MachineSet %s keeps the surge's replica until it is scaled back by hand", err, a.MachineSet))
+			}
+			if err != nil {
+				return err
+			}
+			m = fresh
 		}
 		if !a.Surge {
 			if m.DeletionTimestamp.IsZero() {
@@ -413,7 +442,7 @@ func (r *Reconciler) reboot(ctx context.Context, mm *pitstopv1alpha1.MachineMain
 		step(a, pitstopv1alpha1.StepRebooting, "rebooting instance %s", mm.Spec.InstanceID)
 		return nil
 	case pitstopv1alpha1.StepRebooting:
-		t, err := r.target(ctx, mm, node)
+		t, err := r.target(ctx, mm)
 		if err != nil {
 			return err
 		}
@@ -438,22 +467,24 @@ func (r *Reconciler) reboot(ctx context.Context, mm *pitstopv1alpha1.MachineMain
 	return nil
 }
 
-// target is the instance to reboot: the Machine's, else the Node's.
-func (r *Reconciler) target(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, node *corev1.Node) (aws.Target, error) {
+// target is the instance to reboot: the Machine's own (its
+// status.providerStatus or spec.providerID) once the Machine is verified
+// as the node's; for a node without a Machine, the instance its
+// spec.providerID names once the provider's record agrees.
+func (r *Reconciler) target(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) (aws.Target, error) {
 	if mm.Spec.MachineName != "" {
-		m := &machinev1beta1.Machine{}
-		if err := r.client.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Spec.MachineName}, m); err == nil {
-			if t, ok := r.cloud.MachineTarget(m); ok {
-				return t, nil
-			}
-		} else if !apierrors.IsNotFound(err) {
+		m, err := r.verifiedMachine(ctx, mm)
+		if err != nil {
 			return aws.Target{}, err
 		}
-	}
-	if t, ok := r.cloud.NodeTarget(node); ok {
+		t, ok := r.cloud.MachineTarget(m)
+		if !ok {
+			return aws.Target{}, refuse(fmt.Errorf("machine %s/%s has no %s instance (status.providerStatus, spec.providerID %q)",
+				m.Namespace, m.Name, r.cloud.Name(), ptr.Deref(m.Spec.ProviderID, "")))
+		}
 		return t, nil
 	}
-	return aws.Target{}, fmt.Errorf("node %s has no %s instance (spec.providerID %q)", node.Name, r.cloud.Name(), node.Spec.ProviderID)
+	return r.verifiedNodeTarget(ctx, mm.Spec.NodeName)
 }
 
 // disown drops the Machine's owner reference, so that the record outlives

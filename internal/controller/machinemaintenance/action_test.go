@@ -648,7 +648,7 @@ func patchNode(t *testing.T, name string, edit func(*corev1.Node)) {
 // credentials), and the record ends Completed.
 func TestRebootANodeWithoutMachineOrEvent(t *testing.T) {
 	c := newCluster(t, "lonereboot")
-	id, providerID := c.instance()
+	id, providerID := c.instance("lone")
 	node := c.node("lone", providerID)
 	c.ec2.OnReboot(func(string) {
 		go patchNodeStatus(node.Name, func(n *corev1.Node) { n.Status.NodeInfo.BootID = "boot-2" })

@@ -18,6 +18,13 @@ type Cloud interface {
 	// a Node; false when it has none of this provider's.
 	MachineTarget(m *machinev1beta1.Machine) (aws.Target, bool)
 	NodeTarget(node *corev1.Node) (aws.Target, bool)
+	// NodeNames reads the provider's own record of each target's instance:
+	// the name its Node registers under ("" when the provider knows none).
+	// A node's spec.providerID is the kubelet's word; this is the
+	// provider's, and a node is taken to run on an instance without a
+	// Machine only when the two agree. Targets whose record could not be
+	// read are in the second map.
+	NodeNames(ctx context.Context, targets []aws.Target) (map[string]string, map[string]error)
 	// Poll reads the scheduled events of the targets.
 	Poll(ctx context.Context, targets []aws.Target) aws.PollResult
 	// Reboot reboots a target's instance.
@@ -37,6 +44,11 @@ func (AWS) MachineTarget(m *machinev1beta1.Machine) (aws.Target, bool) { return 
 // NodeTarget implements Cloud.
 func (AWS) NodeTarget(node *corev1.Node) (aws.Target, bool) {
 	return aws.NodeTarget(node.Spec.ProviderID)
+}
+
+// NodeNames implements Cloud: EC2's private DNS name of each instance.
+func (c AWS) NodeNames(ctx context.Context, targets []aws.Target) (map[string]string, map[string]error) {
+	return c.Provider.PrivateDNSNames(ctx, targets)
 }
 
 // Poll implements Cloud.

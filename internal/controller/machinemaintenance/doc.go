@@ -18,4 +18,12 @@
 // step at a time, each step recorded in the object's status so that a
 // restart resumes it. Finished objects are removed after a retention
 // period. One decision engine: profiles decide when, this package does.
+//
+// It never lets what a node writes pick what it deletes or reboots: an
+// instance reaches a Node through the Machine whose instance it is and
+// that Machine's status.nodeRef, a Machine is re-read from the API server
+// and checked against its node before it is deleted, marked or rebooted,
+// and a node without a Machine is taken at its spec.providerID only when
+// the provider's own record of the instance names the node. When these
+// links disagree, the action fails and says which (target.go).
 package machinemaintenance

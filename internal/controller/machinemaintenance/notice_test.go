@@ -38,7 +38,7 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 	c := newCluster(t, "notice")
 	m, id := c.machine("worker-a", nil)
 	_, quiet := c.machine("worker-b", nil)
-	loneID, loneProviderID := c.instance()
+	loneID, loneProviderID := c.instance("lone")
 	lone := c.node("lone", loneProviderID)
 	_ = quiet
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -15,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
@@ -93,16 +96,22 @@ type PollSummary struct {
 // are left as they were, marked not Synced.
 func (p *Poller) Poll(ctx context.Context) (PollSummary, error) {
 	start := p.Clock.Now()
-	owners, err := p.owners(ctx)
+	owners, unread, err := p.owners(ctx)
 	if err != nil {
 		return PollSummary{}, err
 	}
 	targets := make([]aws.Target, 0, len(owners))
-	for _, o := range owners {
-		targets = append(targets, o.target)
+	for id, o := range owners {
+		if unread[id] == nil {
+			targets = append(targets, o.target)
+		}
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].InstanceID < targets[j].InstanceID })
 	res := p.Cloud.Poll(ctx, targets)
+	if res.Failed == nil {
+		res.Failed = map[string]error{}
+	}
+	maps.Copy(res.Failed, unread)
 	pollDuration.Observe(p.Clock.Since(start).Seconds())
 	apiCalls.WithLabelValues(p.Cloud.Name()).Add(float64(res.Calls))
 	sum := PollSummary{Targets: len(targets), Events: len(res.Events), Calls: res.Calls, Failed: len(res.Failed)}
@@ -182,16 +191,25 @@ func (p *Poller) Poll(ctx context.Context) (PollSummary, error) {
 }
 
 // owners maps the instance IDs of the cluster's Machines and Nodes to
-// what they back.
-func (p *Poller) owners(ctx context.Context) (map[string]owner, error) {
-	owners := map[string]owner{}
+// what they back. An instance is a Machine's by the Machine's own record
+// (status.providerStatus, spec.providerID) and reaches a Node only through
+// that Machine's status.nodeRef. A Node's spec.providerID, which its
+// kubelet chose, adds an instance only for a node that runs on no
+// Machine, and only when the provider's own record gives the instance the
+// node's name; otherwise the node gets an UntrustedInstance Event and
+// none of that instance's events. Instances whose record could not be
+// read are returned in unread: their events are taken as unread.
+func (p *Poller) owners(ctx context.Context) (owners map[string]owner, unread map[string]error, err error) {
+	owners, unread = map[string]owner{}, map[string]error{}
+	var machines []machinev1beta1.Machine
 	if p.Machines {
-		var machines machinev1beta1.MachineList
-		if err := p.Client.List(ctx, &machines); err != nil {
-			return nil, fmt.Errorf("listing Machines: %w", err)
+		var list machinev1beta1.MachineList
+		if err := p.Client.List(ctx, &list); err != nil {
+			return nil, nil, fmt.Errorf("listing Machines: %w", err)
 		}
-		for i := range machines.Items {
-			m := &machines.Items[i]
+		machines = list.Items
+		for i := range machines {
+			m := &machines[i]
 			t, ok := p.Cloud.MachineTarget(m)
 			if !ok {
 				continue
@@ -205,22 +223,73 @@ func (p *Poller) owners(ctx context.Context) (map[string]owner, error) {
 	}
 	var nodes corev1.NodeList
 	if err := p.Client.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("listing Nodes: %w", err)
+		return nil, nil, fmt.Errorf("listing Nodes: %w", err)
 	}
+	byNode := map[string]string{}
+	for id, o := range owners {
+		if o.node != "" {
+			byNode[o.node] = id
+		}
+	}
+	var alone []*corev1.Node
+	var targets []aws.Target
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		t, ok := p.Cloud.NodeTarget(n)
-		if !ok {
+		owned, named := byNode[n.Name]
+		if !ok && !named {
 			continue
 		}
-		if o, ok := owners[t.InstanceID]; ok {
-			o.node = n.Name
-			owners[t.InstanceID] = o
+		_, err := machineapi.MachineOfNode(n, machines)
+		switch {
+		case err == nil:
+			// Its Machine's events reach it through status.nodeRef, which
+			// MachineOfNode found consistent with what the node carries.
+			continue
+		case !errors.Is(err, machineapi.ErrNoMachine):
+			if named {
+				o := owners[owned]
+				o.node = ""
+				owners[owned] = o
+			}
+			p.untrusted(n, err.Error()+": no scheduled event is put on the node")
+			continue
+		}
+		if o, taken := owners[t.InstanceID]; taken {
+			// A Machine's instance without spec.providerID (known from its
+			// status only), which names no node or another one.
+			p.untrusted(n, fmt.Sprintf("node %s's spec.providerID %q names the instance of machine %s/%s, whose status.nodeRef does not name the node: no scheduled event of that instance is put on the node",
+				n.Name, n.Spec.ProviderID, o.machine.Namespace, o.machine.Name))
+			continue
+		}
+		alone = append(alone, n)
+		targets = append(targets, t)
+	}
+	if len(targets) == 0 {
+		return owners, unread, nil
+	}
+	names, failed := p.Cloud.NodeNames(ctx, targets)
+	for i, n := range alone {
+		t := targets[i]
+		if err := failed[t.InstanceID]; err != nil {
+			owners[t.InstanceID] = owner{target: t, node: n.Name}
+			unread[t.InstanceID] = fmt.Errorf("checking that instance %s is node %s's: %w", t.InstanceID, n.Name, err)
+			continue
+		}
+		if err := checkNodeName(n, t, names[t.InstanceID], p.Cloud.Name()); err != nil {
+			p.untrusted(n, err.Error()+": its events are not put on the node")
 			continue
 		}
 		owners[t.InstanceID] = owner{target: t, node: n.Name}
 	}
-	return owners, nil
+	return owners, unread, nil
+}
+
+// untrusted says on a node that what it carries points at an instance
+// that is not its own.
+func (p *Poller) untrusted(n *corev1.Node, message string) {
+	p.Log.V(1).Info("Node's instance not trusted", "node", klog.KObj(n), "reason", message)
+	p.Recorder.Eventf(n, nil, corev1.EventTypeWarning, eventUntrustedInstance, "Poll", "%s", message)
 }
 
 // create makes the MachineMaintenance of a new event: beside its Machine

@@ -164,11 +164,22 @@ func awsSpec() *runtime.RawExtension {
 	return &runtime.RawExtension{Raw: raw}
 }
 
-// instance launches an instance in the fake and returns its ID and the
-// providerID its Node carries.
-func (c *cluster) instance() (string, string) {
-	id := c.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+// instance launches an instance in the fake for the node c.node(name)
+// makes, and returns its ID and the providerID that Node carries. EC2
+// gives the instance the node's name as its private DNS name, as the
+// kubelet registers under it.
+func (c *cluster) instance(name string) (string, string) {
+	id := c.ec2.AddInstance(ec2fake.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: c.ns + "-" + name})
 	return id, "aws:///us-east-1a/" + id
+}
+
+var instanceIDs atomic.Int64
+
+// uniqueInstanceID is an instance ID no other test's EC2 gives: the
+// Machines of earlier tests stay in the API server (envtest deletes no
+// namespace), and two Machines with one instance are refused.
+func uniqueInstanceID() string {
+	return fmt.Sprintf("i-%017x", 0xe0000+instanceIDs.Add(1))
 }
 
 // node creates a Ready Node with the providerID, named after the test.
@@ -222,7 +233,7 @@ func (c *cluster) machine(name string, owner *machinev1beta1.MachineSet) (*machi
 // instance, a Ready Node, the Machine Running with its nodeRef.
 func (c *cluster) run(m *machinev1beta1.Machine) string {
 	c.t.Helper()
-	id, providerID := c.instance()
+	id, providerID := c.instance(m.Name)
 	n := c.node(m.Name, providerID, func(n *corev1.Node) {
 		n.Annotations = map[string]string{"machine.openshift.io/machine": c.ns + "/" + m.Name}
 	})

@@ -39,7 +39,9 @@ func TestADeadlineAtRiskIsNotifiedByTheNodesProfiles(t *testing.T) {
 	}
 	ec2 := ec2fake.New(t)
 	ec2.AddCredentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
-	id := ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+	// EC2 knows the instance by the node's name (its private DNS name),
+	// as the kubelet registers under it.
+	id := ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a", PrivateDNS: "atrisk-0"})
 	notBefore := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Second)
 	ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-risk", Code: "instance-retirement", NotBefore: notBefore})
 

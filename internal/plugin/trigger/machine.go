@@ -11,17 +11,16 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
-
-// annotationMachine on a Node names its Machine as namespace/name (the
-// Machine API's nodelink writes it).
-const annotationMachine = "machine.openshift.io/machine"
 
 // roleLabel is the Machine API's role label on Machines.
 const roleLabel = "machine.openshift.io/cluster-api-machine-role"
@@ -41,7 +40,7 @@ func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string
 		}
 		return progress(mm)
 	}
-	m, err := machineOf(ctx, c.Client, c.Node)
+	m, err := machineOf(ctx, c, c.Node)
 	if err != nil {
 		return false, "", err
 	}
@@ -83,10 +82,10 @@ func (t rebootInstanceTrigger) Run(ctx context.Context, c Context) (bool, string
 		return done, status, err
 	}
 	namespace := c.Namespace
-	m, err := machineOf(ctx, c.Client, c.Node)
+	m, err := machineOf(ctx, c, c.Node)
 	if err == nil {
 		namespace = m.Namespace
-	} else if !errors.Is(err, errNoMachine) {
+	} else if !errors.Is(err, machineapi.ErrNoMachine) {
 		return false, "", err
 	}
 	action := pitstopv1alpha1.MachineAction{Type: pitstopv1alpha1.ActionReboot, BootID: c.Node.Status.NodeInfo.BootID, Timeout: t.spec.Timeout}
@@ -192,7 +191,7 @@ func create(ctx context.Context, c Context, namespace string, m *machinev1beta1.
 			Labels: map[string]string{pitstopv1alpha1.LabelMachineMaintenanceNode: c.Node.Name},
 		},
 		Spec: pitstopv1alpha1.MachineMaintenanceSpec{
-			Provider: "pitstop", InstanceID: instanceOf(c.Node), Code: code, NodeName: c.Node.Name,
+			Provider: "pitstop", InstanceID: instanceOf(c.Node, m), Code: code, NodeName: c.Node.Name,
 			Description: "asked by maintenance profile " + c.Profile,
 		},
 	}
@@ -213,25 +212,27 @@ func create(ctx context.Context, c Context, namespace string, m *machinev1beta1.
 	return mm, nil
 }
 
-// errNoMachine says that a node has no Machine.
-var errNoMachine = errors.New("no Machine")
-
-// machineOf reads the node's Machine, named by its
-// machine.openshift.io/machine annotation.
-func machineOf(ctx context.Context, r client.Reader, node *corev1.Node) (*machinev1beta1.Machine, error) {
-	ref := node.Annotations[annotationMachine]
-	namespace, name, ok := strings.Cut(ref, "/")
-	if !ok || namespace == "" || name == "" {
-		return nil, fmt.Errorf("node %s has no Machine (annotation %s): %w", node.Name, annotationMachine, errNoMachine)
+// machineOf reads the node's Machine from the API server: the Machine
+// whose own status.nodeRef names the node, with the node's
+// machine.openshift.io/machine annotation and spec.providerID agreeing
+// (machineapi.MachineOfNode). Both of those are the node's to write, so
+// they only confirm the link; when they contradict it the answer is a
+// machineapi.LinkError, which the trigger fails on. A node no Machine
+// names and that points at none gets machineapi.ErrNoMachine.
+func machineOf(ctx context.Context, c Context, node *corev1.Node) (*machinev1beta1.Machine, error) {
+	r := c.Reader
+	if r == nil {
+		r = c.Client
 	}
-	m := &machinev1beta1.Machine{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("machine %s of node %s: %w", ref, node.Name, errNoMachine)
-		}
-		return nil, fmt.Errorf("reading machine %s of node %s: %w", ref, node.Name, err)
+	var list machinev1beta1.MachineList
+	if err := r.List(ctx, &list); err != nil && !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("listing Machines for node %s: %w", node.Name, err)
 	}
-	return m, nil
+	m, err := machineapi.MachineOfNode(node, list.Items)
+	if machineapi.IsLinkError(err) {
+		return nil, fmt.Errorf("refusing to act on node %s: %w", node.Name, err)
+	}
+	return m, err
 }
 
 func hasSet(m *machinev1beta1.Machine) bool {
@@ -239,12 +240,18 @@ func hasSet(m *machinev1beta1.Machine) bool {
 	return ref != nil && ref.Kind == "MachineSet"
 }
 
-// instanceOf is the node's instance in its provider's words: the last
-// part of its spec.providerID, else its name.
-func instanceOf(node *corev1.Node) string {
-	id := node.Spec.ProviderID
-	if i := strings.LastIndex(id, "/"); i >= 0 && i < len(id)-1 {
-		return id[i+1:]
+// instanceOf is the instance an action is about, in its provider's
+// words: the Machine's own (the last part of its spec.providerID), else
+// the one the node's spec.providerID names (checked against the
+// provider's record before any reboot), else the node's name.
+func instanceOf(node *corev1.Node, m *machinev1beta1.Machine) string {
+	if m != nil {
+		if id := machineapi.InstanceOfProviderID(ptr.Deref(m.Spec.ProviderID, "")); id != "" {
+			return id
+		}
+	}
+	if id := machineapi.InstanceOfProviderID(node.Spec.ProviderID); id != "" {
+		return id
 	}
 	return node.Name
 }

@@ -216,3 +216,33 @@ func TestRebootInstanceCompletesItsRebootEvent(t *testing.T) {
 		t.Errorf("rebooting a stopped instance: %v", err)
 	}
 }
+
+// TestPrivateDNSNamesReadsEC2sNameForEachInstance: EC2's private DNS name
+// of each Machine's instance is read in one filtered DescribeInstances;
+// an instance ID EC2 does not know gets "" and fails nothing else.
+func TestPrivateDNSNamesReadsEC2sNameForEachInstance(t *testing.T) {
+	a := newAccount(t)
+	var targets []aws.Target
+	for i := range 2 {
+		id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a", PrivateDNS: "ip-10-0-0-" + strconv.Itoa(i) + ".ec2.internal"})
+		target, _ := aws.MachineTarget(machine(t, "named-"+strconv.Itoa(i), workerSpec(), withStatus(id)))
+		targets = append(targets, target)
+	}
+	unknown := targets[0]
+	unknown.InstanceID = "i-0000000000000dead"
+	names, failed := a.provider.PrivateDNSNames(context.Background(), append(targets, unknown))
+	if len(failed) != 0 {
+		t.Fatalf("failed = %v", failed)
+	}
+	for i, target := range targets {
+		if want := "ip-10-0-0-" + strconv.Itoa(i) + ".ec2.internal"; names[target.InstanceID] != want {
+			t.Errorf("name of %s = %q, want %q", target.InstanceID, names[target.InstanceID], want)
+		}
+	}
+	if name, ok := names[unknown.InstanceID]; !ok || name != "" {
+		t.Errorf("name of an instance EC2 does not know = %q, %v; want \"\"", name, ok)
+	}
+	if n := len(a.ec2.Requests("DescribeInstances")); n != 1 {
+		t.Errorf("%d DescribeInstances calls, want 1", n)
+	}
+}
