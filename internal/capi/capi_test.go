@@ -105,8 +105,8 @@ func TestADeletionWaitsForTheNodesApprovalAcrossARestart(t *testing.T) {
 func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 	w := newWorld(t, "maint", true)
 	node := w.ns + "-n0"
-	w.bareMetalHost("host-0")
-	w.machine("m-0", node, stateLabel, func(m *clusterv1.Machine) { m.Spec.ProviderID = "metal3://" + m.Namespace + "/host-0/m-0" })
+	w.bareMetalHost("", "host-0", "m-0")
+	w.machine("m-0", node, stateLabel, onMetal3("host-0"))
 	w.hookIs("m-0", true)
 	w.patchMachine("m-0", map[string]map[string]*string{"labels": {capi.LabelMaintenance: ptr.To(capi.MaintenanceRequested)}})
 	nodeLabelIs(t, node, capi.LabelMachineMaintenance, "true")
@@ -293,4 +293,13 @@ func (w *world) hasEvent(reason string) bool {
 		return fmt.Errorf("no %s Event", reason)
 	})
 	return found
+}
+
+// onMetal3 puts a Machine on the BareMetalHost host of its namespace, its
+// Metal3Machine named as the Machine.
+func onMetal3(host string) func(*clusterv1.Machine) {
+	return func(m *clusterv1.Machine) {
+		m.Spec.ProviderID = "metal3://" + m.Namespace + "/" + host + "/" + m.Name
+		m.Spec.InfrastructureRef = clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "Metal3Machine", Name: m.Name}
+	}
 }

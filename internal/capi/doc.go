@@ -7,4 +7,9 @@
 // reboots the Machine's BareMetalHost once its maintenance is approved.
 // The workload clusters are reached through their Cluster API kubeconfig
 // Secrets, one connection per cluster while it has opted-in Machines.
+// Those Secrets, the workload API servers and the Machines' providerIDs
+// are written by the clusters' owners: the bridge must never use a
+// kubeconfig that runs a program or reads a local file (kubeconfig.go),
+// never hold more of a workload cluster than its bounds (bounds.go), and
+// never reboot a BareMetalHost that is not the Machine's own.
 package capi

@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
@@ -30,12 +32,20 @@ const (
 	eventHookAdded   = "DeletionHookAdded"
 	eventHookRemoved = "DeletionHookRemoved"
 	eventApproved    = "MaintenanceApproved"
+	// eventMetal3Reboot: the reboot annotation was put on or taken off
+	// the Machine's BareMetalHost; eventMetal3RebootRefused: the host
+	// named is not the Machine's.
+	eventMetal3Reboot        = "Metal3Reboot"
+	eventMetal3RebootRefused = "Metal3RebootRefused"
 )
 
 // Reasons of ConditionWorkloadReachable.
 const (
 	reasonReachable   = "NodesListed"
 	reasonUnreachable = "Unreachable"
+	// reasonKubeconfigRefused: the kubeconfig Secret asks for what pitstop
+	// refuses (kubeconfig.go).
+	reasonKubeconfigRefused = "KubeconfigRefused"
 )
 
 // unreachableRetry is how soon a Machine whose cluster cannot be read is
@@ -223,7 +233,9 @@ func (r *Reconciler) patchMachineMeta(ctx context.Context, m *clusterv1.Machine,
 
 // metal3Reboot puts the reboot annotation on the Machine's BareMetalHost
 // (want) or takes it off. Without --metal3, or for a Machine that is not
-// on a BareMetalHost, nothing.
+// on a BareMetalHost, nothing. A host that is not the Machine's (in
+// another namespace, or provisioned for another Machine) is never
+// touched: asked to reboot it, pitstop refuses on the Machine.
 func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, want bool) error {
 	if !r.metal3 {
 		return nil
@@ -232,6 +244,14 @@ func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, wan
 	if !ok {
 		return nil
 	}
+	// The providerID is written by whoever may write the Machine: it must
+	// not reach a host of another namespace.
+	if ns != m.Namespace {
+		if !want {
+			return nil
+		}
+		return r.refuseReboot(m, fmt.Sprintf("spec.providerID names BareMetalHost %s/%s, outside the Machine's namespace %s: pitstop reboots only hosts in the Machine's own namespace", ns, name, m.Namespace))
+	}
 	host := &unstructured.Unstructured{}
 	host.SetGroupVersionKind(bareMetalHostGVK)
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, host); err != nil {
@@ -239,6 +259,12 @@ func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, wan
 			return nil
 		}
 		return fmt.Errorf("BareMetalHost %s/%s of the Machine: %w", ns, name, err)
+	}
+	if why := notConsumedBy(host, m); why != "" {
+		if !want {
+			return nil
+		}
+		return r.refuseReboot(m, fmt.Sprintf("BareMetalHost %s/%s (from spec.providerID) %s: pitstop reboots only the host provisioned for this Machine", ns, name, why))
 	}
 	_, has := host.GetAnnotations()[AnnotationReboot]
 	if has == want {
@@ -259,8 +285,34 @@ func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, wan
 	if want {
 		verb = "added to"
 	}
-	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, "Metal3Reboot", "Reboot", "annotation %s %s BareMetalHost %s/%s", AnnotationReboot, verb, ns, name)
+	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventMetal3Reboot, "Reboot", "annotation %s %s BareMetalHost %s/%s", AnnotationReboot, verb, ns, name)
 	return nil
+}
+
+// notConsumedBy says why the host is not the Machine's ("" when it is):
+// Metal3 records the Metal3Machine a host is provisioned for in its
+// spec.consumerRef, and the Machine names its Metal3Machine in
+// spec.infrastructureRef.
+func notConsumedBy(host *unstructured.Unstructured, m *clusterv1.Machine) string {
+	ref, found, err := unstructured.NestedStringMap(host.Object, "spec", "consumerRef")
+	if err != nil || !found {
+		return "has no spec.consumerRef"
+	}
+	infra := m.Spec.InfrastructureRef
+	group, _, _ := strings.Cut(ref["apiVersion"], "/")
+	if ref["kind"] != infra.Kind || ref["name"] != infra.Name || (ref["namespace"] != "" && ref["namespace"] != m.Namespace) ||
+		(ref["apiVersion"] != "" && group != infra.APIGroup) {
+		return fmt.Sprintf("is provisioned for %s %s/%s, not for the Machine's spec.infrastructureRef %s %s", ref["kind"], ref["namespace"], ref["name"], infra.Kind, infra.Name)
+	}
+	return ""
+}
+
+// refuseReboot reports on the Machine a reboot pitstop will not make (a
+// Warning Event); retrying cannot change the answer, a change of the
+// Machine can.
+func (r *Reconciler) refuseReboot(m *clusterv1.Machine, msg string) error {
+	r.recorder.Eventf(m, nil, corev1.EventTypeWarning, eventMetal3RebootRefused, "Reboot", "%s", msg)
+	return reconcile.TerminalError(fmt.Errorf("machine %s: %s", klog.KObj(m), msg))
 }
 
 // bareMetalHostOf parses a Metal3 providerID, metal3://<ns>/<host>/<m3m>.
@@ -281,7 +333,11 @@ func bareMetalHostOf(providerID string) (ns, name string, ok bool) {
 // hook, and looks again soon.
 func (r *Reconciler) unreachable(ctx context.Context, m *clusterv1.Machine, cause error) (ctrl.Result, error) {
 	msg := fmt.Sprintf("workload cluster %s: %v; the deletion hook is kept", clusterOf(m), cause)
-	if changed, err := r.setCondition(ctx, m, metav1.ConditionFalse, reasonUnreachable, msg); err != nil {
+	reason := reasonUnreachable
+	if errors.Is(cause, errKubeconfigRefused) {
+		reason = reasonKubeconfigRefused
+	}
+	if changed, err := r.setCondition(ctx, m, metav1.ConditionFalse, reason, msg); err != nil {
 		return ctrl.Result{}, err
 	} else if changed {
 		r.recorder.Eventf(m, nil, corev1.EventTypeWarning, eventUnreachable, "Connect", "%s", msg)

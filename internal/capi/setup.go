@@ -2,6 +2,7 @@ package capi
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -20,6 +21,9 @@ type Options struct {
 	// Metal3 reboots the BareMetalHost of a Machine whose maintenance is
 	// approved.
 	Metal3 bool
+	// SecretRecheck is how often each workload connection reads its
+	// kubeconfig Secret again, closing once it is deleted (0: 30s).
+	SecretRecheck time.Duration
 }
 
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch;patch
@@ -39,7 +43,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Clusters, error) {
 			return nil, err
 		}
 	}
-	clusters := NewClusters(mgr.GetAPIReader(), mgr.GetLogger().WithName("cluster-api"))
+	clusters := NewClusters(mgr.GetAPIReader(), mgr.GetLogger().WithName("cluster-api"), opts.SecretRecheck)
 	if err := mgr.Add(clusters); err != nil {
 		return nil, err
 	}

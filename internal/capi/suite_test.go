@@ -98,13 +98,18 @@ type world struct {
 	cluster string
 	ctrl    *testutil.Controllers
 	metal3  bool
+	// recheck is the bridge's SecretRecheck (0: its default).
+	recheck time.Duration
 	// clusters are the running bridge's connections.
 	clusters *capi.Clusters
 }
 
-func newWorld(t *testing.T, name string, metal3 bool) *world {
+func newWorld(t *testing.T, name string, metal3 bool, edit ...func(*world)) *world {
 	t.Helper()
 	w := &world{t: t, ns: testutil.Namespace(t, mgmtClient, fmt.Sprintf("%s-%d", name, worlds.Add(1))), cluster: "wl", metal3: metal3}
+	for _, e := range edit {
+		e(w)
+	}
 	w.writeKubeconfig(adminKubeconfig())
 	w.start()
 	return w
@@ -114,7 +119,7 @@ func (w *world) start() {
 	w.t.Helper()
 	w.ctrl = testutil.StartControllers(w.t, mgmtConfig, ctrl.Options{}, func(mgr ctrl.Manager) error {
 		var err error
-		w.clusters, err = capi.Setup(mgr, capi.Options{Metal3: w.metal3})
+		w.clusters, err = capi.Setup(mgr, capi.Options{Metal3: w.metal3, SecretRecheck: w.recheck})
 		return err
 	})
 }
@@ -280,14 +285,24 @@ func nodeLabelIs(t *testing.T, node, key, value string) {
 
 var stateLabel = map[string]string{pitstopv1alpha1.LabelState: string(pitstopv1alpha1.StateOperational)}
 
-// bareMetalHost creates a host in the namespace.
-func (w *world) bareMetalHost(name string) {
+// bareMetalHost creates a host in the namespace ns ("": the world's),
+// provisioned for the Metal3Machine consumer ("": for none), as Metal3
+// records it in spec.consumerRef.
+func (w *world) bareMetalHost(ns, name, consumer string) {
 	w.t.Helper()
+	if ns == "" {
+		ns = w.ns
+	}
 	h := &unstructured.Unstructured{}
 	h.SetAPIVersion("metal3.io/v1alpha1")
 	h.SetKind("BareMetalHost")
-	h.SetNamespace(w.ns)
+	h.SetNamespace(ns)
 	h.SetName(name)
+	if consumer != "" {
+		h.Object["spec"] = map[string]any{"consumerRef": map[string]any{
+			"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3Machine", "name": consumer, "namespace": ns,
+		}}
+	}
 	if err := mgmtClient.Create(w.t.Context(), h); err != nil {
 		w.t.Fatal(err)
 	}
@@ -296,11 +311,18 @@ func (w *world) bareMetalHost(name string) {
 // rebootAnnotated says whether the host carries the reboot annotation.
 func (w *world) rebootAnnotated(name string) bool {
 	w.t.Helper()
+	return rebootAnnotatedIn(w.t, w.ns, name)
+}
+
+// rebootAnnotatedIn says whether the host ns/name carries the reboot
+// annotation.
+func rebootAnnotatedIn(t *testing.T, ns, name string) bool {
+	t.Helper()
 	h := &unstructured.Unstructured{}
 	h.SetAPIVersion("metal3.io/v1alpha1")
 	h.SetKind("BareMetalHost")
-	if err := mgmtClient.Get(w.t.Context(), client.ObjectKey{Namespace: w.ns, Name: name}, h); err != nil {
-		w.t.Fatal(err)
+	if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
+		t.Fatal(err)
 	}
 	_, ok := h.GetAnnotations()[capi.AnnotationReboot]
 	return ok

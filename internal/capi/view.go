@@ -73,9 +73,12 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 			byCluster[key] = v
 			c.mu.Lock()
 			conns[key] = c.conns[key]
+			f, failed := c.failed[key]
 			c.mu.Unlock()
 			cn := conns[key]
 			switch {
+			case cn == nil && failed:
+				v.Error = f.err.Error()
 			case cn == nil:
 				v.Error = "not connected yet"
 			case !cn.synced():

@@ -12,12 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -27,11 +24,13 @@ import (
 // cluster and its name.
 type clusterKey = types.NamespacedName
 
-// Clusters keeps one connection (a Node informer) per workload cluster
-// that has opted-in Machines: made when the first of them is seen, rebuilt
-// when its kubeconfig Secret changes or its credentials are refused,
-// stopped when the last is gone. A change of a workload Node wakes its
-// Machine. It is a manager Runnable: its connections end with the manager.
+// Clusters keeps one connection (a watch of Node metadata) per workload
+// cluster that has opted-in Machines: made when the first of them is
+// seen, rebuilt when its kubeconfig Secret changes or its credentials are
+// refused, closed when the last is gone, when the Secret is deleted, or
+// when the cluster sends more than a connection may hold (bounds.go). A
+// change of a workload Node wakes its Machine. It is a manager Runnable:
+// its connections end with the manager.
 type Clusters struct {
 	secrets client.Reader
 	log     logr.Logger
@@ -40,20 +39,45 @@ type Clusters struct {
 	// base is the parent of every connection's context.
 	base   context.Context
 	cancel context.CancelFunc
+	// recheck is how often a connection reads its Secret again, to close
+	// when it is deleted even while no Machine is reconciled.
+	recheck time.Duration
 
 	mu    sync.Mutex
 	conns map[clusterKey]*conn
+	// failed are the connections closed past a bound, kept until
+	// failedRetry so that a hostile cluster is not read again at once.
+	failed map[clusterKey]failure
 	// users are the opted-in Machines and the cluster of each.
 	users map[types.NamespacedName]clusterKey
 }
 
+// failure is why a cluster's connection was closed, and when.
+type failure struct {
+	version string
+	err     error
+	at      time.Time
+}
+
+// failedRetry is how long a cluster whose connection passed a bound is
+// left alone (its Secret unchanged); secretRecheck how often a connection
+// checks that its Secret is still there.
+const (
+	failedRetry   = time.Minute
+	secretRecheck = 30 * time.Second
+)
+
 // NewClusters reads kubeconfig Secrets through secrets (a live reader: a
-// rotation must be seen).
-func NewClusters(secrets client.Reader, log logr.Logger) *Clusters {
+// rotation or deletion must be seen); each connection reads its Secret
+// again every recheck (0: 30s).
+func NewClusters(secrets client.Reader, log logr.Logger, recheck time.Duration) *Clusters {
+	if recheck <= 0 {
+		recheck = secretRecheck
+	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Clusters{
-		secrets: secrets, log: log, wake: make(chan event.GenericEvent, 4096), base: base, cancel: cancel,
-		conns: map[clusterKey]*conn{}, users: map[types.NamespacedName]clusterKey{},
+		secrets: secrets, log: log, wake: make(chan event.GenericEvent, 4096), base: base, cancel: cancel, recheck: recheck,
+		conns: map[clusterKey]*conn{}, failed: map[clusterKey]failure{}, users: map[types.NamespacedName]clusterKey{},
 	}
 }
 
@@ -74,8 +98,8 @@ func (c *Clusters) Wakes() <-chan event.GenericEvent { return c.wake }
 type conn struct {
 	// version is the kubeconfig Secret's resourceVersion it was built from.
 	version string
-	client  kubernetes.Interface
-	nodes   corelisters.NodeLister
+	client  metadata.ResourceInterface
+	nodes   cache.Indexer
 	synced  cache.InformerSynced
 	stop    context.CancelFunc
 	started time.Time
@@ -87,11 +111,9 @@ type conn struct {
 	// refused: the API server refused the credentials (401); the next
 	// use rebuilds the connection from the Secret.
 	refused bool
+	// closed says why the connection was closed; nil while it is open.
+	closed error
 }
-
-// kubeconfigSecret is the name of Cluster API's kubeconfig Secret of a
-// cluster.
-func kubeconfigSecret(cluster string) string { return cluster + "-kubeconfig" }
 
 // clusterOf is the workload cluster of a Machine.
 func clusterOf(m *clusterv1.Machine) clusterKey {
@@ -115,8 +137,18 @@ func (c *Clusters) Use(ctx context.Context, key clusterKey, machine types.Namesp
 	}
 	c.users[machine] = key
 	secret, err := readKubeconfigSecret(ctx, c.secrets, key)
+	if apierrors.IsNotFound(err) {
+		// The Secret is gone: so is pitstop's access to the cluster.
+		c.closeLocked(key, nil, "its kubeconfig Secret was deleted")
+	}
 	if err != nil {
 		return nil, err
+	}
+	if f, ok := c.failed[key]; ok {
+		if f.version == secret.ResourceVersion && time.Since(f.at) < failedRetry {
+			return nil, f.err
+		}
+		delete(c.failed, key)
 	}
 	if cur, ok := c.conns[key]; ok {
 		cur.mu.Lock()
@@ -125,9 +157,11 @@ func (c *Clusters) Use(ctx context.Context, key clusterKey, machine types.Namesp
 		if cur.version == secret.ResourceVersion && !refused {
 			return cur, nil
 		}
-		cur.stop()
-		delete(c.conns, key)
-		c.log.Info("reconnecting to the workload cluster", "cluster", key, "credentialsRefused", refused)
+		why := "reconnecting: its kubeconfig Secret changed"
+		if refused {
+			why = "reconnecting: the workload API server refused the credentials"
+		}
+		c.closeLocked(key, nil, why)
 	}
 	cn, err := c.connect(key, secret)
 	if err != nil {
@@ -156,10 +190,42 @@ func (c *Clusters) releaseLocked(machine types.NamespacedName) {
 			return
 		}
 	}
-	if cn, ok := c.conns[key]; ok {
-		cn.stop()
-		delete(c.conns, key)
-		c.log.Info("disconnected from the workload cluster: no opted-in Machine left", "cluster", key)
+	delete(c.failed, key)
+	if _, ok := c.conns[key]; ok {
+		c.closeLocked(key, nil, "no opted-in Machine left")
+	}
+}
+
+// closeLocked stops the cluster's connection (only if it is still only,
+// when not nil), says why in the log, and forgets it.
+func (c *Clusters) closeLocked(key clusterKey, only *conn, why string) bool {
+	cn, ok := c.conns[key]
+	if !ok || (only != nil && cn != only) {
+		return false
+	}
+	cn.mu.Lock()
+	if cn.closed == nil {
+		cn.closed = errors.New(why)
+	}
+	cn.mu.Unlock()
+	cn.stop()
+	delete(c.conns, key)
+	c.log.Info("disconnected from the workload cluster", "cluster", key, "reason", why)
+	return true
+}
+
+// fail closes a connection that passed a bound, remembers why until
+// failedRetry, and wakes the cluster's Machines to report it.
+func (c *Clusters) fail(key clusterKey, cn *conn, err error) {
+	err = fmt.Errorf("the connection to the workload cluster was closed: %w", err)
+	c.mu.Lock()
+	closed := c.closeLocked(key, cn, err.Error())
+	if closed {
+		c.failed[key] = failure{version: cn.version, err: err, at: time.Now()}
+	}
+	c.mu.Unlock()
+	if closed {
+		c.wakeCluster(key)
 	}
 }
 
@@ -170,24 +236,28 @@ func (c *Clusters) Connected() int {
 	return len(c.conns)
 }
 
-// connect builds a client and a Node informer from the kubeconfig in the
-// Secret. The kubeconfig is never logged.
+// connect checks the kubeconfig in the Secret, then builds a metadata
+// client and a bounded informer of the cluster's Nodes from it. The
+// kubeconfig is never logged.
 func (c *Clusters) connect(key clusterKey, secret *corev1.Secret) (*conn, error) {
 	cfg, err := restConfigOf(secret)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cn := &conn{version: secret.ResourceVersion, started: time.Now()}
+	limitResponses(cfg, func(err error) { c.fail(key, cn, err) })
+	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("the kubeconfig Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
-	ctx, stop := context.WithCancel(c.base)
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	informer := factory.Core().V1().Nodes()
-	cn := &conn{version: secret.ResourceVersion, client: cs, nodes: informer.Lister(), stop: stop, started: time.Now()}
-	inf := informer.Informer()
+	cn.client = mc.Resource(corev1.SchemeGroupVersion.WithResource("nodes"))
+	ctx, stop := context.WithCancel(klog.NewContext(c.base, c.log.WithValues("cluster", key)))
+	cn.stop = stop
+	lw := &boundedNodes{client: cn.client, exceeded: func(err error) { c.fail(key, cn, err) }}
+	inf := cache.NewSharedIndexInformer(lw, &metav1.PartialObjectMetadata{}, 0, cache.Indexers{})
+	cn.nodes = inf.GetIndexer()
 	cn.synced = inf.HasSynced
-	_ = inf.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 		cn.mu.Lock()
 		cn.err = err
 		if apierrors.IsUnauthorized(err) {
@@ -207,8 +277,37 @@ func (c *Clusters) connect(key clusterKey, secret *corev1.Secret) (*conn, error)
 			c.nodeChanged(key, cn, o)
 		},
 	})
-	factory.Start(ctx.Done())
+	go inf.RunWithContext(ctx)
+	go c.recheckSecret(ctx, key, cn)
 	return cn, nil
+}
+
+// recheckSecret reads the connection's Secret every c.recheck: once it is
+// deleted the connection closes, once it changes the cluster's Machines
+// are woken to rebuild it.
+func (c *Clusters) recheckSecret(ctx context.Context, key clusterKey, cn *conn) {
+	t := time.NewTicker(c.recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		secret, err := readKubeconfigSecret(ctx, c.secrets, key)
+		switch {
+		case apierrors.IsNotFound(err):
+			c.mu.Lock()
+			closed := c.closeLocked(key, cn, "its kubeconfig Secret was deleted")
+			c.mu.Unlock()
+			if closed {
+				c.wakeCluster(key)
+			}
+			return
+		case err == nil && secret.ResourceVersion != cn.version:
+			c.wakeCluster(key)
+		}
+	}
 }
 
 // nodeChanged wakes the Machine of a workload Node (from the annotations
@@ -218,7 +317,7 @@ func (c *Clusters) nodeChanged(key clusterKey, cn *conn, o any) {
 	cn.mu.Lock()
 	cn.err = nil
 	cn.mu.Unlock()
-	node, ok := o.(*corev1.Node)
+	node, ok := o.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return
 	}
@@ -255,9 +354,16 @@ func (c *Clusters) send(m types.NamespacedName) {
 // errNotSynced: the connection has not listed the cluster's Nodes yet.
 var errNotSynced = errors.New("the workload cluster's Nodes are not listed yet")
 
-// node returns the workload Node (nil when it does not exist), or why it
-// cannot be known.
+// node returns the workload Node as the connection keeps it (its labels
+// and annotations the bridge reads; nil when it does not exist), or why
+// it cannot be known.
 func (cn *conn) node(name string) (*corev1.Node, error) {
+	cn.mu.Lock()
+	closed := cn.closed
+	cn.mu.Unlock()
+	if closed != nil {
+		return nil, closed
+	}
 	if !cn.synced() {
 		cn.mu.Lock()
 		defer cn.mu.Unlock()
@@ -266,63 +372,27 @@ func (cn *conn) node(name string) (*corev1.Node, error) {
 		}
 		return nil, errNotSynced
 	}
-	n, err := cn.nodes.Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
+	o, ok, err := cn.nodes.GetByKey(name)
+	if err != nil || !ok {
+		return nil, err
 	}
-	return n, err
+	m, ok := o.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return nil, fmt.Errorf("workload Node %s: unexpected %T in the cache", name, o)
+	}
+	return &corev1.Node{ObjectMeta: *m.ObjectMeta.DeepCopy()}, nil
 }
 
 // patchNode writes a JSON merge patch to a workload Node. Refused
 // credentials mark the connection for a rebuild.
 func (cn *conn) patchNode(ctx context.Context, name string, patch []byte) error {
-	_, err := cn.client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pitstop-cluster-api"})
+	_, err := cn.client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pitstop-cluster-api"})
 	if apierrors.IsUnauthorized(err) {
 		cn.mu.Lock()
 		cn.refused = true
 		cn.mu.Unlock()
 	}
 	return err
-}
-
-// WorkloadClient is a client of a Machine's workload cluster, from its
-// kubeconfig Secret read through reader (pitstop explain and the
-// dashboard read a workload cluster's Nodes and profiles with it).
-func WorkloadClient(ctx context.Context, reader client.Reader, m *clusterv1.Machine, opts client.Options) (client.Client, error) {
-	secret, err := readKubeconfigSecret(ctx, reader, clusterOf(m))
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := restConfigOf(secret)
-	if err != nil {
-		return nil, err
-	}
-	return client.New(cfg, opts)
-}
-
-// readKubeconfigSecret reads Cluster API's kubeconfig Secret of a cluster.
-func readKubeconfigSecret(ctx context.Context, reader client.Reader, key clusterKey) (*corev1.Secret, error) {
-	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: kubeconfigSecret(key.Name)}, secret); err != nil {
-		return nil, fmt.Errorf("reading the kubeconfig Secret %s/%s: %w", key.Namespace, kubeconfigSecret(key.Name), err)
-	}
-	return secret, nil
-}
-
-// restConfigOf reads the kubeconfig of Cluster API's Secret. Its errors
-// never quote the kubeconfig.
-func restConfigOf(secret *corev1.Secret) (*rest.Config, error) {
-	data := secret.Data[kubeconfigKey]
-	if len(data) == 0 {
-		return nil, fmt.Errorf("the kubeconfig Secret %s/%s has no key %q", secret.Namespace, secret.Name, kubeconfigKey)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("the kubeconfig Secret %s/%s, key %q, is not a kubeconfig that can be used", secret.Namespace, secret.Name, kubeconfigKey)
-	}
-	cfg.UserAgent = "pitstop-cluster-api"
-	cfg.Timeout = 30 * time.Second
-	return cfg, nil
 }
 
 // ClusterOf names a Machine's workload cluster, "namespace/name".
