@@ -90,6 +90,12 @@ func (s *MaintenanceProfileSpec) DurationErrors() field.ErrorList {
 		if d := s.Triggers[i].Drain; d != nil {
 			errs = append(errs, d.Drain.DurationErrors(spec.Child("triggers").Index(i).Child("drain", "drain"))...)
 		}
+		if rm := s.Triggers[i].ReplaceMachine; rm != nil {
+			errs = rm.Timeout.check(spec.Child("triggers").Index(i).Child("replaceMachine", "timeout"), errs)
+		}
+		if ri := s.Triggers[i].RebootInstance; ri != nil {
+			errs = ri.Timeout.check(spec.Child("triggers").Index(i).Child("rebootInstance", "timeout"), errs)
+		}
 	}
 	for i := range s.Notifications {
 		n, path := &s.Notifications[i], spec.Child("notifications").Index(i)

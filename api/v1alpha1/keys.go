@@ -123,9 +123,14 @@ const (
 	LabelMachineMaintenanceNode = "pitstop.dev/node"
 	// AnnotationSurgePrefix + a MachineMaintenance's name on a MachineSet
 	// says that its replacement added one replica there; the value is the
-	// replica count before. Written in the same update as the count, so
-	// a restart never scales up twice or forgets to scale back.
+	// replica count before (less one for each earlier surge taken back
+	// since). Written in the same update as the count, so a restart never
+	// scales up twice or forgets to scale back.
 	AnnotationSurgePrefix = "surge.pitstop.dev/"
+	// FinalizerSurge holds a MachineMaintenance while its surge is
+	// recorded on a MachineSet: deleting it mid-surge first takes the
+	// surge's replica back.
+	FinalizerSurge = "pitstop.dev/surge"
 )
 
 // On Leases and Secrets.

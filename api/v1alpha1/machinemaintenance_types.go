@@ -98,7 +98,7 @@ const (
 )
 
 // ActionStep is where an action stands. A restart resumes from it.
-// +kubebuilder:validation:Enum=Requested;ScalingUp;WaitingForReplacement;DeletingMachine;Draining;Rebooting;WaitingForNode;Restoring;Done;Failed
+// +kubebuilder:validation:Enum=Requested;ScalingUp;WaitingForReplacement;DeletingMachine;UndoingSurge;Draining;Rebooting;WaitingForNode;Restoring;Done;Failed
 type ActionStep string
 
 const (
@@ -112,6 +112,13 @@ const (
 	StepRestoring             ActionStep = "Restoring"
 	StepDone                  ActionStep = "Done"
 	StepFailed                ActionStep = "Failed"
+
+	// StepUndoingSurge takes a surge's replica back without replacing
+	// the machine (the replacement was not Ready in time, the old
+	// machine's links disagree, or the object is being deleted): the
+	// new machine is marked for deletion, the set shrinks, and the
+	// action fails.
+	StepUndoingSurge ActionStep = "UndoingSurge"
 )
 
 // MachineAction is what a profile's trigger asked for and how far it got.
@@ -128,7 +135,8 @@ type MachineAction struct {
 	// replaced with surge only, one at a time.
 	// +optional
 	ControlPlane bool `json:"controlPlane,omitempty"`
-	// Timeout bounds a reboot's wait for the node to come back.
+	// Timeout bounds a reboot's wait for the node to come back, and a
+	// surge's wait for its new machine to run with its node Ready.
 	// +kubebuilder:validation:Type=string
 	// +optional
 	Timeout *Duration `json:"timeout,omitempty"`
@@ -149,9 +157,15 @@ type MachineAction struct {
 	// when it reports another.
 	// +optional
 	BootID string `json:"bootID,omitempty"`
-	// MarkedTime is when the old Machine was marked for deletion (surge):
-	// the set is shrunk once the mark has had time to reach the
-	// MachineSet controller, so that it removes this Machine and no other.
+	// ScaledUpTime is when the MachineSet was scaled up (surge): the new
+	// machine must run with its node Ready within timeout of it.
+	// +optional
+	ScaledUpTime *metav1.Time `json:"scaledUpTime,omitempty"`
+	// MarkedTime is when pitstop last marked a Machine for deletion, or
+	// took a mark off, for a surge: the old Machine, or the new one when
+	// the surge is undone. The set is shrunk once the mark has had time
+	// to reach the MachineSet controller, so that it removes that Machine
+	// and no other.
 	// +optional
 	MarkedTime *metav1.Time `json:"markedTime,omitempty"`
 	// StartTime is when the action began, CompletionTime when it ended.

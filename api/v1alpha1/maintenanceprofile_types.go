@@ -428,6 +428,16 @@ type ReplaceMachineTrigger struct {
 	// +kubebuilder:default=Replace
 	// +optional
 	ControlPlane ControlPlanePolicy `json:"controlPlane,omitempty"`
+	// Timeout bounds the surge's wait for the new Machine to run with its
+	// Node Ready, from the scale-up; past it the surge is undone (the new
+	// Machine is marked for deletion and the set shrinks back), the old
+	// Machine is kept and the action fails.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:default="20m"
+	// +optional
+	Timeout *Duration `json:"timeout,omitempty"`
 }
 
 // RebootInstanceTrigger reboots the node's instance in place.

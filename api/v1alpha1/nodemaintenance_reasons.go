@@ -28,6 +28,11 @@ const (
 	// ReasonEvictionFailed: an eviction failed with an error other than a
 	// budget refusal; the drain retries.
 	ReasonEvictionFailed = "EvictionFailed"
+	// ReasonWaitingForPodDisruptionBudgetStatus: pods covered by a
+	// PodDisruptionBudget whose status may be stale are held back: its
+	// status.observedGeneration lags its generation, or pitstop lost its
+	// view of the API server and the status has not been recomputed since.
+	ReasonWaitingForPodDisruptionBudgetStatus = "WaitingForPodDisruptionBudgetStatus"
 	// ReasonDrainTimedOut: spec.drain.timeout passed with pods left and
 	// onTimeout is Fail; the maintenance has failed.
 	ReasonDrainTimedOut = "DrainTimedOut"
@@ -60,6 +65,7 @@ const (
 	EventMaintenanceStarted = "MaintenanceStarted"
 	EventCordoned           = "Cordoned"
 	EventEvictionBlocked    = "EvictionBlocked"
+	EventEvictionHeld       = "EvictionHeld"
 	EventDrained            = "Drained"
 	EventDrainFailed        = "DrainFailed"
 	EventForceDeleted       = "ForceDeleted"

@@ -152,6 +152,16 @@ type DrainBlocker struct {
 	Message string `json:"message,omitempty"`
 }
 
+// LeftPod is a pod the drain leaves on the node, and why.
+type LeftPod struct {
+	// Pod is the pod that stays.
+	Pod PodReference `json:"pod"`
+	// Reason is DaemonSet, MirrorPod, SkipPodsSelector or ToleratesCordon
+	// (a pod with a controller that tolerates both taints of the cordon:
+	// evicted, its replacement could be scheduled right back).
+	Reason string `json:"reason"`
+}
+
 // NodeMaintenanceStatus reports how far the maintenance has come.
 type NodeMaintenanceStatus struct {
 	// Conditions are Cordoned, Drained and Ready.
@@ -181,6 +191,14 @@ type NodeMaintenanceStatus struct {
 	// +optional
 	DrainWaited *metav1.Duration `json:"drainWaited,omitempty"`
 
+	// CordonedBefore records whether the node was already cordoned by
+	// someone else when pitstop first cordoned it for this maintenance.
+	// The restore goes by it: such a node stays cordoned. The node's
+	// annotation pitstop.dev/cordoned-before is a copy, which anyone who
+	// may patch the node can change.
+	// +optional
+	CordonedBefore *bool `json:"cordonedBefore,omitempty"`
+
 	// TotalPods is how many pods were on the node when the drain started.
 	// +optional
 	TotalPods int32 `json:"totalPods,omitempty"`
@@ -204,6 +222,13 @@ type NodeMaintenanceStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	// +optional
 	Blockers []DrainBlocker `json:"blockers,omitempty"`
+
+	// LeftPods are pods the drain leaves on the node, with the reason (at
+	// most 20 are listed). Drained means every pod on the node but these
+	// has left.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	LeftPods []LeftPod `json:"leftPods,omitempty"`
 
 	// ForceDeletedPods is how many pods were deleted past their
 	// PodDisruptionBudgets after the drain timed out (onTimeout: ForceDelete).

@@ -80,11 +80,12 @@ func TestRunWithKubernikusReplacesANode(t *testing.T) {
 	account := openstackfake.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-1", Region: "eu-de-1"}
 	cloud := openstackfake.New(t, account)
 	id := cloud.AddServer("run-kn-a")
-	cloud.AddServer("run-kn-b")
+	ids := map[string]string{"run-kn-a": id, "run-kn-b": cloud.AddServer("run-kn-b")}
 	conf := testutil.WriteFile(t, "cloudprovider.conf", fmt.Sprintf("[Global]\nauth-url=%q\ndomain-name=%q\ntenant-id=%q\nusername=%q\npassword=%q\nregion=%q\n",
 		cloud.AuthURL(), account.Domain, account.Project, account.User, account.Password, account.Region))
 	for _, name := range []string{"run-kn-a", "run-kn-b"} {
 		n := testutil.Node(name)
+		n.Spec.ProviderID = "openstack:///" + ids[name]
 		n.Status.NodeInfo.KubeletVersion = "v1.20.0"
 		if name == "run-kn-a" {
 			n.Labels[kubernikus.LabelDeleteNode] = "true"

@@ -106,7 +106,7 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 			continue
 		}
 		wakeKey := b.WakeKey()
-		free, holding := a.slots.Free(ctx, b.Key, b.Size, node.Name, b.expired)
+		free, holding := a.slots.Free(ctx, b.Key, b.Size, node.Name, b.expired(a.slots, req.Now))
 		if !holding {
 			if free == 0 {
 				return refuse(b, slotsTaken(b))
@@ -254,13 +254,14 @@ func (a *Admission) release(ctx context.Context, b Budget, node string) {
 // maxMaintenance budgets, slots left by a manager stopped between writing
 // a node out of maintenance and giving its slot back; of any budget that
 // no profile has any more (its profile was deleted), every such slot, so
-// that one whose release was missed does not stay forever.
+// that one whose release was missed does not stay forever. The slots of a
+// budget.SourceKey are their source's to give back.
 func (a *Admission) Sweep(ctx context.Context, profiles []pitstopv1alpha1.MaintenanceProfile) error {
 	maxMaintenance := MaxMaintenanceBudgetNames(profiles)
 	known := budgetNames(profiles)
 	stale := a.notInMaintenance(ctx, a.clock.Now())
 	return a.slots.Sweep(ctx, func(key budget.Key, holder string, lease *coordinationv1.Lease) bool {
-		return (maxMaintenance[key.Name] || !known[key.Name]) && stale(holder, lease)
+		return !key.IsSource() && (maxMaintenance[key.Name] || !known[key.Name]) && stale(holder, lease)
 	})
 }
 
@@ -281,13 +282,17 @@ func budgetNames(profiles []pitstopv1alpha1.MaintenanceProfile) map[string]bool 
 // budgetOf returns the slots a check stands for, if it is a budget, with
 // the staleness rule that reads the cluster for a maxMaintenance slot.
 func (a *Admission) budgetOf(ctx context.Context, p Profile, checkName string, node *corev1.Node, now time.Time) (Budget, bool) {
-	b, ok := BudgetOf(p, checkName, node, now)
-	if ok && b.stale == nil {
+	b, ok := BudgetOf(p, checkName, node)
+	expired := b.expired(a.slots, now)
+	switch {
+	case !ok:
+	case b.MaxMaintenance == nil:
+		b.stale = expired
+	case expired != nil:
+		notIn := a.notInMaintenance(ctx, now)
+		b.stale = func(holder string, l *coordinationv1.Lease) bool { return expired(holder, l) || notIn(holder, l) }
+	default:
 		b.stale = a.notInMaintenance(ctx, now)
-		if expired := b.expired; expired != nil {
-			notIn := b.stale
-			b.stale = func(holder string, l *coordinationv1.Lease) bool { return expired(holder, l) || notIn(holder, l) }
-		}
 	}
 	return b, ok
 }
@@ -299,13 +304,15 @@ func (a *Admission) StaleRule(ctx context.Context, now time.Time) budget.Stale {
 
 // notInMaintenance says a maxMaintenance slot is stale when its holder is
 // no longer in maintenance for any profile (or is gone), once a grace has
-// passed for a transition still being written. The cache rules out most
+// passed for a transition still being written: once this process has seen
+// the slot unchanged for slotGrace on its own clock (Slots.Unchanged), not
+// by the times another replica wrote in it. The cache rules out most
 // holders without a request (they are in maintenance); what it cannot rule
 // out is confirmed with the API server, since a lagging cache may miss a
 // node's move into maintenance or its drain's NodeMaintenance.
 func (a *Admission) notInMaintenance(ctx context.Context, now time.Time) budget.Stale {
 	return func(holder string, l *coordinationv1.Lease) bool {
-		if now.Sub(budget.Taken(l)) < slotGrace {
+		if a.slots.Unchanged(l, now) < slotGrace {
 			return false
 		}
 		return !needsSlot(ctx, a.client, holder) && !needsSlot(ctx, a.apiReader, holder)
@@ -409,11 +416,11 @@ func Explain(ctx context.Context, slots *budget.Slots, req Request, ahead func(w
 		return ""
 	}
 	for _, name := range t.Expression.Names() {
-		b, ok := BudgetOf(req.Profile, name, req.Node, req.Now)
+		b, ok := BudgetOf(req.Profile, name, req.Node)
 		if !ok {
 			continue
 		}
-		free, holding := slots.Free(ctx, b.Key, b.Size, req.Node.Name, b.expired)
+		free, holding := slots.Free(ctx, b.Key, b.Size, req.Node.Name, b.expired(slots, req.Now))
 		switch {
 		case holding:
 			continue

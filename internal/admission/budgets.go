@@ -32,19 +32,46 @@ type Budget struct {
 	Check          string
 	MaxMaintenance *pitstopv1alpha1.MaxMaintenanceCheck
 	// stale says a holder no longer needs its slot; it may read the API
-	// server. expired says so from the Lease alone (a stagger slot whose
-	// time ran out), or is nil.
-	stale, expired budget.Stale
+	// server.
+	stale budget.Stale
+	// lasts is how long a stagger slot lasts, and skipAfter how long the
+	// holder of a maxMaintenance slot with skipAfter counts (0: for ever),
+	// on this process's sight of the slot (expired).
+	lasts, skipAfter time.Duration
+}
+
+// expired says a slot no longer counts from the Lease alone, or is nil
+// when the budget's slots never expire: a stagger slot whose time ran out,
+// or a maxMaintenance slot held for longer than skipAfter. The time is
+// this process's own: how long it has seen the slot unchanged
+// (Slots.Unchanged), never the acquireTime the taker wrote with its clock,
+// so that a replica whose clock is ahead (or a fresh one) does not let a
+// second node in early. It is never shorter than the time since the slot
+// was taken, so a stagger slot lasts at least its duration, and a holder
+// counts for at least skipAfter.
+func (b Budget) expired(slots *budget.Slots, now time.Time) budget.Stale {
+	switch {
+	case b.MaxMaintenance == nil:
+		return func(_ string, l *coordinationv1.Lease) bool {
+			return l.Spec.AcquireTime == nil || slots.Unchanged(l, now) >= b.lasts
+		}
+	case b.skipAfter > 0:
+		// A holder let in longer ago than skipAfter no longer counts (the
+		// check leaves it out too): its slot may be taken.
+		return func(_ string, l *coordinationv1.Lease) bool {
+			return l.Spec.AcquireTime != nil && slots.Unchanged(l, now) >= b.skipAfter
+		}
+	}
+	return nil
 }
 
 // WakeKey names what the nodes waiting for a slot of the budget wait on.
 func (b Budget) WakeKey() string { return budgetWakeKey(b.Key) }
 
 // BudgetOf returns the slots the check checkName of p stands for on node,
-// if it is a budget (check.BudgetOf), with the staleness rule of a stagger
-// slot (expired at now); a maxMaintenance slot's rule reads the cluster
-// (Admission.budgetOf).
-func BudgetOf(p Profile, checkName string, node *corev1.Node, now time.Time) (Budget, bool) {
+// if it is a budget (check.BudgetOf). A stagger slot is stale once expired;
+// a maxMaintenance slot's rule reads the cluster (Admission.budgetOf).
+func BudgetOf(p Profile, checkName string, node *corev1.Node) (Budget, bool) {
 	for _, inst := range p.Spec.Spec.Checks {
 		if inst.Name != checkName {
 			continue
@@ -53,21 +80,9 @@ func BudgetOf(p Profile, checkName string, node *corev1.Node, now time.Time) (Bu
 		if !ok {
 			return Budget{}, false
 		}
-		sb := Budget{Key: b.Key, Size: b.Size, Check: checkName, MaxMaintenance: b.MaxMaintenance}
-		switch {
-		case b.MaxMaintenance == nil:
-			lasts := b.Lasts
-			sb.expired = func(_ string, l *coordinationv1.Lease) bool {
-				return l.Spec.AcquireTime == nil || !now.Before(l.Spec.AcquireTime.Add(lasts))
-			}
-			sb.stale = sb.expired
-		case b.MaxMaintenance.SkipAfter != nil:
-			// A holder let in longer ago than skipAfter no longer counts
-			// (the check leaves it out too): its slot may be taken.
-			skip := b.MaxMaintenance.SkipAfter.Duration
-			sb.expired = func(_ string, l *coordinationv1.Lease) bool {
-				return l.Spec.AcquireTime != nil && !now.Before(l.Spec.AcquireTime.Add(skip))
-			}
+		sb := Budget{Key: b.Key, Size: b.Size, Check: checkName, MaxMaintenance: b.MaxMaintenance, lasts: b.Lasts}
+		if m := b.MaxMaintenance; m != nil && m.SkipAfter != nil {
+			sb.skipAfter = m.SkipAfter.Duration
 		}
 		return sb, true
 	}
@@ -79,7 +94,7 @@ func BudgetOf(p Profile, checkName string, node *corev1.Node, now time.Time) (Bu
 func MaxMaintenanceBudgets(p Profile, node *corev1.Node) []Budget {
 	var budgets []Budget
 	for _, inst := range p.Spec.Spec.Checks {
-		if b, ok := BudgetOf(p, inst.Name, node, time.Time{}); ok && b.MaxMaintenance != nil {
+		if b, ok := BudgetOf(p, inst.Name, node); ok && b.MaxMaintenance != nil {
 			budgets = append(budgets, b)
 		}
 	}
@@ -116,7 +131,7 @@ func LineKeys(p Profile, node *corev1.Node, state pitstopv1alpha1.MaintenanceSta
 		withSlots := maps.Clone(passed)
 		var budgets []Budget
 		for _, name := range t.Expression.Names() {
-			if b, ok := BudgetOf(p, name, node, time.Time{}); ok && !passed[name] {
+			if b, ok := BudgetOf(p, name, node); ok && !passed[name] {
 				withSlots[name] = true
 				budgets = append(budgets, b)
 			}
@@ -141,7 +156,7 @@ func WakeKeys(p Profile, node *corev1.Node, state pitstopv1alpha1.MaintenanceSta
 	var keys []string
 	for _, t := range p.Transitions[state] {
 		for _, name := range t.Expression.Names() {
-			if b, ok := BudgetOf(p, name, node, time.Time{}); ok {
+			if b, ok := BudgetOf(p, name, node); ok {
 				keys = append(keys, b.WakeKey())
 				continue
 			}
@@ -201,7 +216,7 @@ func Used(ctx context.Context, slots *budget.Slots, p Profile, keys []budget.Key
 	for _, inst := range p.Spec.Spec.Checks {
 		// A node without labels stands for every node but the group: its
 		// key is the budget's name, with the group labels and no values.
-		b, ok := BudgetOf(p, inst.Name, &corev1.Node{}, now)
+		b, ok := BudgetOf(p, inst.Name, &corev1.Node{})
 		if !ok {
 			continue
 		}
@@ -216,7 +231,7 @@ func Used(ctx context.Context, slots *budget.Slots, p Profile, keys []budget.Key
 		}
 		u := Use{Check: inst.Name, Size: b.Size}
 		for _, k := range groups {
-			n, err := slots.CachedUsed(ctx, k, b.Size, b.expired)
+			n, err := slots.CachedUsed(ctx, k, b.Size, b.expired(slots, now))
 			if err != nil {
 				return nil, err
 			}

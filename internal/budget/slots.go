@@ -83,6 +83,18 @@ type Slots struct {
 	// other nodes woken with the taker, which would otherwise race for it
 	// with a create bound to fail.
 	written map[string]slotWrite
+	// seen remembers, by slot Lease name, the version of the Lease this
+	// process last saw and when it first saw it (Unchanged).
+	seen map[string]sighting
+}
+
+// sighting is the version of a slot Lease this process last saw: since
+// when, on the clock of the caller that saw it, and whether this process
+// wrote it.
+type sighting struct {
+	version string
+	at      time.Time
+	own     bool
 }
 
 // slotWrite is what this process last wrote of one slot Lease: the
@@ -154,9 +166,80 @@ func (s *Slots) wrote(name, before string, lease *coordinationv1.Lease, now time
 	}
 	if lease != nil {
 		lease = lease.DeepCopy()
+		s.sawLocked(name, sighting{version: lease.ResourceVersion, at: now, own: true})
+	} else {
+		delete(s.seen, name)
 	}
 	w.lease, w.at = lease, now
 	s.written[name] = w
+}
+
+// Unchanged says how long this process has seen the slot Lease unchanged:
+// since it first saw the Lease's current resourceVersion, by the clock now
+// is read from (the one every caller of one Slots reads). A version seen
+// for the first time is seen now, and so unchanged for 0; a process that
+// wrote the version saw it when it wrote it.
+//
+// This is how a slot's age is judged, never by the times written in the
+// Lease (acquireTime, renewTime): those are another replica's clock, and a
+// clock ahead of it (or a partitioned replica whose writes arrive late)
+// would find a slot old that its holder has just taken or confirmed, and
+// free it while it is still in use. A slot is old only once this process
+// has watched it unchanged for that long on its own clock; a process that
+// has just started waits that long from its first sight of each slot. A
+// constant offset of the clock cancels out; a holder's every write
+// (renewal, hand-over) changes the resourceVersion and starts the count
+// again. Leader election in client-go judges its Lease the same way.
+//
+// Slots without a Client (a view for explain and the dashboard, which
+// never takes nor frees a slot) show the age the Lease's writer recorded
+// instead (Taken): a one-shot view has seen nothing change.
+func (s *Slots) Unchanged(lease *coordinationv1.Lease, now time.Time) time.Duration {
+	switch {
+	case s == nil || lease.ResourceVersion == "":
+		return 0 // not a Lease read from the API server
+	case s.Client == nil:
+		return max(now.Sub(Taken(lease)), 0)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seen, ok := s.seen[lease.Name]; ok && seen.version == lease.ResourceVersion {
+		return max(now.Sub(seen.at), 0)
+	}
+	s.sawLocked(lease.Name, sighting{version: lease.ResourceVersion, at: now})
+	return 0
+}
+
+// wroteWithin says this process wrote the slot Lease's current version
+// less than fresh before now.
+func (s *Slots) wroteWithin(lease *coordinationv1.Lease, now time.Time, fresh time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen, ok := s.seen[lease.Name]
+	return ok && seen.own && seen.version == lease.ResourceVersion && now.Sub(seen.at) < fresh
+}
+
+func (s *Slots) sawLocked(name string, seen sighting) {
+	if s.seen == nil {
+		s.seen = map[string]sighting{}
+	}
+	s.seen[name] = seen
+}
+
+// forgetUnseen drops the sightings of slot Leases that are gone, as a
+// list of every slot shows them.
+func (s *Slots) forgetUnseen(list *coordinationv1.LeaseList) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	present := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		present[list.Items[i].Name] = true
+	}
+	for name := range s.seen {
+		if !present[name] {
+			delete(s.seen, name)
+		}
+	}
 }
 
 // overlay lays this process's own recent writes over a cached list of the
@@ -384,7 +467,9 @@ func bySlot(key Key, max int, node string, leases []coordinationv1.Lease) (own s
 }
 
 // Stale reports whether a slot's holder no longer needs it (its node left
-// maintenance, or a stagger slot's time ran out), so it may be taken.
+// maintenance, or a stagger slot's time ran out), so it may be taken. A
+// rule that depends on the slot's age reads it from Unchanged, never from
+// the times written in the Lease.
 type Stale func(holder string, lease *coordinationv1.Lease) bool
 
 // Acquire gives node a slot of the budget of size max, or reports that all
@@ -581,9 +666,11 @@ func (s *Slots) HandOver(ctx context.Context, key Key, max int, from, to string,
 	return true, nil
 }
 
-// Taken is when a slot was last taken or confirmed by its holder: its
-// acquireTime (set when it is taken or handed over) or its renewTime (set
-// when its holder confirms it, Renew), whichever is later.
+// Taken is when a slot was last taken or confirmed by its holder, as the
+// writer's clock put it: its acquireTime (set when it is taken or handed
+// over) or its renewTime (set when its holder confirms it, Renew),
+// whichever is later. It is for showing; a slot's age is judged by
+// Unchanged, on this process's clock.
 func Taken(lease *coordinationv1.Lease) time.Time {
 	var t time.Time
 	if a := lease.Spec.AcquireTime; a != nil {
@@ -595,8 +682,10 @@ func Taken(lease *coordinationv1.Lease) time.Time {
 	return t
 }
 
-// Renew confirms that node still holds its slot of the budget: unless the
-// slot was taken or confirmed within fresh, it writes the slot's renewTime,
+// Renew confirms that node still holds its slot of the budget: unless this
+// process itself took or confirmed the slot within fresh (the slot as it
+// is now: its own write, judged on its own clock; never a time another
+// replica wrote), it writes the slot's renewTime,
 // in one update made only if the slot is unchanged since the cache (with
 // this process's own writes laid over it) showed it. It reports false
 // when the cache (without one, the API server) shows node holding no slot
@@ -623,7 +712,7 @@ func (s *Slots) Renew(ctx context.Context, key Key, node string, now time.Time, 
 	switch {
 	case held == nil:
 		return false, nil
-	case now.Sub(Taken(held)) < fresh:
+	case s.wroteWithin(held, now, fresh):
 		return true, nil
 	}
 	return s.update(ctx, held, func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: now} }, now)
@@ -719,6 +808,7 @@ func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, le
 	if err := s.Client.List(ctx, list, client.InNamespace(s.Namespace), client.HasLabels{pitstopv1alpha1.LabelBudget}); err != nil {
 		return fmt.Errorf("listing budget slots: %w", err)
 	}
+	s.forgetUnseen(list)
 	for i := range list.Items {
 		lease := &list.Items[i]
 		holder := HolderOf(lease)

@@ -63,3 +63,47 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// StatusView is what a manager has seen of a PodDisruptionBudget's status,
+// on its own clock.
+type StatusView struct {
+	// Gap is when the manager last lost sight of the API server, or took
+	// over a drain another process had started (zero: never). Status read
+	// before then, or unchanged since, may predate the disruption
+	// controller's recomputation after an API server restart.
+	Gap time.Time
+	// Changed is when the manager last saw the budget's status change
+	// (zero: not since it started).
+	Changed time.Time
+	// Settle is how long after Gap a budget whose status has not changed
+	// is trusted all the same: the disruption controller writes status only
+	// when it changes, so an unchanged status may be current.
+	Settle time.Duration
+}
+
+// StaleStatus says why a budget's status cannot be trusted to evict the
+// pods it covers at now ("" when it can), and until when at most the wait
+// lasts (zero: until the budget changes).
+//
+// The status is stale while status.observedGeneration is behind
+// metadata.generation: the disruption controller has not yet judged the
+// budget as written. After a gap, a status that allows disruptions is also
+// stale until the manager sees it change, or until Settle has passed.
+func StaleStatus(pdb *policyv1.PodDisruptionBudget, v StatusView, now time.Time) (string, time.Time) {
+	name := pdb.Namespace + "/" + pdb.Name
+	if pdb.Status.ObservedGeneration < pdb.Generation {
+		return fmt.Sprintf("waiting for PodDisruptionBudget %s status to be current: status.observedGeneration %d is behind metadata.generation %d",
+			name, pdb.Status.ObservedGeneration, pdb.Generation), time.Time{}
+	}
+	// A stale status that allows no disruption can only keep pods in
+	// place: the API server refuses their evictions on it.
+	if pdb.Status.DisruptionsAllowed < 1 || v.Gap.IsZero() || v.Changed.After(v.Gap) {
+		return "", time.Time{}
+	}
+	until := v.Gap.Add(v.Settle)
+	if !now.Before(until) {
+		return "", time.Time{}
+	}
+	return fmt.Sprintf("waiting for PodDisruptionBudget %s status to be current: pitstop lost sight of the API server (or took the drain over) at %s; the status has not changed since, so it is trusted from %s at the latest",
+		name, v.Gap.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)), until
+}

@@ -94,8 +94,11 @@ func (r Result) Message() string {
 type Executor struct {
 	// Client talks to the API server directly (writes are never cached).
 	Client client.Client
-	// Concurrency bounds the requests in flight.
+	// Concurrency bounds the requests in flight for one call: one node.
 	Concurrency int
+	// Limiter, when set, bounds the requests of every Executor that shares
+	// it: the whole manager's.
+	Limiter *Limiter
 }
 
 // Evict asks the Eviction API to evict each pod, so PodDisruptionBudgets are
@@ -148,8 +151,8 @@ func deleteOptions(pod *corev1.Pod, gracePeriod *int64) *metav1.DeleteOptions {
 	}
 }
 
-// each runs do for every pod with at most Concurrency in flight and returns
-// the results in the pods' order.
+// each runs do for every pod with at most Concurrency in flight, within the
+// Limiter's bound, and returns the results in the pods' order.
 func (e *Executor) each(ctx context.Context, pods []*corev1.Pod, do func(context.Context, *corev1.Pod) PodResult) Result {
 	results := make([]PodResult, len(pods))
 	limit := max(e.Concurrency, 1)
@@ -159,6 +162,14 @@ func (e *Executor) each(ctx context.Context, pods []*corev1.Pod, do func(context
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
+			if e.Limiter != nil {
+				release, err := e.Limiter.Acquire(ctx)
+				if err != nil {
+					results[i] = PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("pod %s not evicted or deleted: waiting for the manager's eviction bound: %w", klog.KObj(pod), err)}
+					return
+				}
+				defer release()
+			}
 			results[i] = do(ctx, pod)
 		})
 	}

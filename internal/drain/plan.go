@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // Options tune a plan, from a NodeMaintenance's spec.drain.
@@ -30,7 +33,23 @@ const (
 	SkipMirror SkipReason = "MirrorPod"
 	// SkipSelected: the pod matches spec.drain.skipPodsSelector.
 	SkipSelected SkipReason = "SkipPodsSelector"
+	// SkipToleratesCordon: the pod tolerates both taints of the cordon
+	// (CordonTaints) and a controller owns it. Evicted, its controller
+	// would make a replacement that the scheduler may put right back on
+	// the node, to be evicted again: a loop against the scheduler. Such a
+	// pod stays, as a DaemonSet pod does (and as Karpenter leaves the pods
+	// that tolerate its disruption taint).
+	SkipToleratesCordon SkipReason = "ToleratesCordon"
 )
+
+// CordonTaints are the NoSchedule taints a cordoned node carries and a
+// pod must tolerate to be scheduled onto it: the standard one a cordon
+// implies (the scheduler treats spec.unschedulable as this taint) and
+// pitstop's own.
+var CordonTaints = []corev1.Taint{
+	{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
+	{Key: pitstopv1alpha1.TaintDrain, Effect: corev1.TaintEffectNoSchedule},
+}
 
 // BlockReason says why a pod that must leave cannot be evicted.
 type BlockReason string
@@ -98,6 +117,8 @@ func NewPlan(pods []corev1.Pod, opts Options) Plan {
 			p.Delete = append(p.Delete, pod)
 		case metav1.GetControllerOf(pod) == nil && !opts.DeleteUnmanaged:
 			p.Blocked = append(p.Blocked, Blocked{pod, BlockUnmanaged})
+		case metav1.GetControllerOf(pod) != nil && ToleratesCordon(pod):
+			p.Skipped = append(p.Skipped, Skipped{pod, SkipToleratesCordon})
 		case isCritical(pod):
 			critical = append(critical, pod)
 		default:
@@ -147,6 +168,29 @@ func isMirror(pod *corev1.Pod) bool {
 func isDaemonSetPod(pod *corev1.Pod) bool {
 	owner := metav1.GetControllerOf(pod)
 	return owner != nil && owner.Kind == "DaemonSet"
+}
+
+// ToleratesCordon says whether the scheduler may put pod on a node that
+// carries CordonTaints: its tolerations cover both. Tolerations the API
+// server adds to every pod (not-ready and unreachable, NoExecute) do not.
+func ToleratesCordon(pod *corev1.Pod) bool {
+	for i := range CordonTaints {
+		if !tolerates(pod.Spec.Tolerations, &CordonTaints[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func tolerates(tolerations []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tolerations {
+		// Neither taint has a value, so the numeric Lt and Gt operators
+		// never apply.
+		if tolerations[i].ToleratesTaint(klog.Background(), taint, false) {
+			return true
+		}
+	}
+	return false
 }
 
 func isFinished(pod *corev1.Pod) bool {

@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,10 @@ func terminating() testutil.PodOption {
 
 func priority(class string) testutil.PodOption {
 	return func(p *corev1.Pod) { p.Spec.PriorityClassName = class }
+}
+
+func tolerations(ts ...corev1.Toleration) testutil.PodOption {
+	return func(p *corev1.Pod) { p.Spec.Tolerations = ts }
 }
 
 func TestNewPlan(t *testing.T) {
@@ -109,6 +114,42 @@ func TestNewPlan(t *testing.T) {
 			name:  "evicts critical pods once only they are left",
 			pods:  []*corev1.Pod{testutil.Pod("kube-system", "dns", rs, func(p *corev1.Pod) { p.Spec.Priority = ptr.To[int32](2_000_001_000) })},
 			evict: []string{"dns"},
+		},
+		{
+			name: "leaves a managed pod that tolerates every taint: evicted, its replacement would come straight back",
+			pods: []*corev1.Pod{
+				testutil.Pod("a", "agent", rs, tolerations(corev1.Toleration{Operator: corev1.TolerationOpExists})),
+				testutil.Pod("a", "web", rs),
+			},
+			evict:   []string{"web"},
+			skipped: map[string]SkipReason{"agent": SkipToleratesCordon},
+		},
+		{
+			name: "leaves a managed pod that tolerates both taints of the cordon by key",
+			pods: []*corev1.Pod{testutil.Pod("a", "agent", rs, tolerations(
+				corev1.Toleration{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+				corev1.Toleration{Key: "pitstop.dev/drain", Operator: corev1.TolerationOpExists},
+			))},
+			skipped: map[string]SkipReason{"agent": SkipToleratesCordon},
+		},
+		{
+			name: "evicts a pod that tolerates the cordon but not pitstop's taint: the scheduler keeps its replacement away",
+			pods: []*corev1.Pod{testutil.Pod("a", "web", rs, tolerations(
+				corev1.Toleration{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			))},
+			evict: []string{"web"},
+		},
+		{
+			name: "evicts a pod whose every-taint toleration is NoExecute only",
+			pods: []*corev1.Pod{testutil.Pod("a", "web", rs, tolerations(
+				corev1.Toleration{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+			))},
+			evict: []string{"web"},
+		},
+		{
+			name:    "still blocks on a pod without a controller that tolerates every taint: nothing brings it back",
+			pods:    []*corev1.Pod{testutil.Pod("a", "bare", tolerations(corev1.Toleration{Operator: corev1.TolerationOpExists}))},
+			blocked: []string{"bare"},
 		},
 		{
 			name:    "is done when only skipped pods are left",
@@ -196,5 +237,62 @@ func TestCoveringPDB(t *testing.T) {
 		DisruptedPods: map[string]metav1.Time{"web-a": metav1.NewTime(evicted), "web-b": metav1.NewTime(evicted.Add(-time.Second))}}
 	if got, want := PDBMessage(&p), "PodDisruptionBudget shop/web allows 0 disruptions (12 of 12 pods healthy, 10 needed; 2 pods counted as being evicted until 2026-11-26T14:15:00Z at the latest)"; got != want {
 		t.Errorf("PDBMessage = %q, want %q", got, want)
+	}
+}
+
+func TestStaleStatus(t *testing.T) {
+	gap := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	pdb := func(generation, observed int64) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Generation: generation},
+			Status:     policyv1.PodDisruptionBudgetStatus{ObservedGeneration: observed, DisruptionsAllowed: 1},
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		pdb       *policyv1.PodDisruptionBudget
+		view      StatusView
+		now       time.Time
+		stale     bool
+		wantUntil time.Time
+	}{
+		{name: "trusts a current budget when no gap was seen", pdb: pdb(2, 2), now: gap},
+		{name: "distrusts a budget whose observedGeneration lags, with no end but its change", pdb: pdb(3, 2), now: gap, stale: true},
+		{name: "distrusts a lagging budget even long after a gap", pdb: pdb(3, 2), view: StatusView{Gap: gap, Settle: time.Minute}, now: gap.Add(time.Hour), stale: true},
+		{
+			name: "distrusts a budget unchanged since a gap until the settle period ends",
+			pdb:  pdb(2, 2), view: StatusView{Gap: gap, Settle: 30 * time.Second}, now: gap.Add(10 * time.Second),
+			stale: true, wantUntil: gap.Add(30 * time.Second),
+		},
+		{name: "trusts a budget unchanged since a gap once the settle period has passed", pdb: pdb(2, 2), view: StatusView{Gap: gap, Settle: 30 * time.Second}, now: gap.Add(30 * time.Second)},
+		{name: "trusts a budget whose status changed after the gap", pdb: pdb(2, 2), view: StatusView{Gap: gap, Changed: gap.Add(time.Second), Settle: 30 * time.Second}, now: gap.Add(2 * time.Second)},
+		{
+			name: "distrusts a budget whose last change came before the gap",
+			pdb:  pdb(2, 2), view: StatusView{Gap: gap, Changed: gap.Add(-time.Second), Settle: 30 * time.Second}, now: gap.Add(time.Second),
+			stale: true, wantUntil: gap.Add(30 * time.Second),
+		},
+		{name: "trusts at once with no settle period", pdb: pdb(2, 2), view: StatusView{Gap: gap}, now: gap},
+		{
+			name: "trusts an unchanged budget after a gap when it allows no disruption: the API server refuses on it anyway",
+			pdb: func() *policyv1.PodDisruptionBudget {
+				p := pdb(2, 2)
+				p.Status.DisruptionsAllowed = 0
+				return p
+			}(),
+			view: StatusView{Gap: gap, Settle: 30 * time.Second}, now: gap.Add(time.Second),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, until := StaleStatus(tc.pdb, tc.view, tc.now)
+			if (why != "") != tc.stale {
+				t.Fatalf("StaleStatus = %q, want stale=%v", why, tc.stale)
+			}
+			if tc.stale && !strings.Contains(why, "waiting for PodDisruptionBudget shop/web status to be current") {
+				t.Errorf("StaleStatus = %q, want it to name the budget and what is awaited", why)
+			}
+			if !until.Equal(tc.wantUntil) {
+				t.Errorf("until = %s, want %s", until, tc.wantUntil)
+			}
+		})
 	}
 }

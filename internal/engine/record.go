@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,10 +224,31 @@ func (s *Stamp) UnmarshalJSON(data []byte) error {
 func (r *Record) Fail(profile string, err error, retryAt time.Time) int {
 	pr := r.Profiles[profile]
 	pr.Failures++
-	pr.LastError = err.Error()
+	pr.LastError = boundError(err.Error())
 	pr.RetryAt = &metav1.MicroTime{Time: retryAt}
 	r.Profiles[profile] = pr
 	return pr.Failures
+}
+
+// maxLastError bounds LastError: the record shares the node's annotations
+// (256 KiB together, as the API server allows) with every profile's, so one
+// long upstream error (an HTML error page, a cloud API's answer) must not
+// make every later write of the node fail.
+const maxLastError = 1024
+
+// truncatedMarker ends a LastError that was cut.
+const truncatedMarker = "… (truncated)"
+
+// boundError cuts msg to maxLastError bytes on a rune boundary, marked.
+func boundError(msg string) string {
+	if len(msg) <= maxLastError {
+		return msg
+	}
+	cut := maxLastError - len(truncatedMarker)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + truncatedMarker
 }
 
 // SetChecks records the profile's last check results.

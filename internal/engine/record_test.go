@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -226,5 +227,41 @@ func TestTheMaintenanceControllersRecordIsTakenOver(t *testing.T) {
 	node.Annotations[pitstopv1alpha1.AnnotationSeedData] = `{"Profiles":{"x":{"Current":"rebooting"}}}`
 	if _, err := ReadRecord(node); err == nil || !strings.Contains(err.Error(), pitstopv1alpha1.AnnotationSeedData) || !strings.Contains(err.Error(), `unknown state "rebooting"`) {
 		t.Errorf("a seed record with an unknown state: %v", err)
+	}
+}
+
+// TestUntrustedLongErrorsAreBoundedInTheRecord: an upstream error of any
+// length (a cloud API's HTML page, say) is kept in the node's record cut to
+// 1 KiB on a rune boundary and marked as cut, so the record cannot grow
+// past the node's annotation limit and stall every profile's write.
+func TestUntrustedLongErrorsAreBoundedInTheRecord(t *testing.T) {
+	for name, msg := range map[string]string{
+		"a 300 KiB error of ASCII":         strings.Repeat("x", 300<<10),
+		"a long error of multi-byte runes": strings.Repeat("é€😀", 10<<10),
+		"an error just over the bound":     strings.Repeat("y", maxLastError+1),
+		"multi-byte runes across the cut":  strings.Repeat("a", maxLastError-len(truncatedMarker)-1) + strings.Repeat("€", 10),
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := Record{Profiles: map[string]ProfileRecord{"os": {Current: operational}}}
+			r.Fail("os", errors.New(msg), time.Now())
+			got := r.Profiles["os"].LastError
+			if len(got) > maxLastError {
+				t.Fatalf("LastError is %d bytes, want at most %d", len(got), maxLastError)
+			}
+			if !utf8.ValidString(got) || !strings.HasSuffix(got, truncatedMarker) {
+				t.Fatalf("LastError is not valid UTF-8 ending in %q: ...%q", truncatedMarker, got[max(len(got)-40, 0):])
+			}
+			if !strings.HasPrefix(msg, strings.TrimSuffix(got, truncatedMarker)) {
+				t.Fatal("LastError does not start with the error's own text")
+			}
+			if enc := r.Encode(); len(enc) > 4<<10 {
+				t.Fatalf("the encoded record is %d bytes", len(enc))
+			}
+		})
+	}
+	r := Record{Profiles: map[string]ProfileRecord{"os": {Current: operational}}}
+	r.Fail("os", errors.New("short"), time.Now())
+	if got := r.Profiles["os"].LastError; got != "short" {
+		t.Errorf("a short error is kept as %q", got)
 	}
 }

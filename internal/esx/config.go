@@ -21,9 +21,13 @@ type Config struct {
 	Intervals Intervals `json:"intervals"`
 	// Alarms are vCenter alarm names: a host with one of them triggered is
 	// labelled cloud.sap/esx-in-maintenance=alarm and its nodes are
-	// drained without grace.
+	// drained as for a maintenance, each pod with its own grace period.
 	Alarms   []string `json:"alarms,omitempty"`
 	VCenters VCenters `json:"vCenters"`
+	// MaxMaintenance is how many nodes the integration takes down at once,
+	// from the start of a node's drain until its host is back and the node
+	// restored (pitstop's own field); default DefaultMaxMaintenance.
+	MaxMaintenance int `json:"maxMaintenance,omitempty"`
 }
 
 // Intervals time the checks and the actions.
@@ -71,6 +75,8 @@ const (
 	DefaultCheckPeriod     = 5 * time.Minute
 	DefaultShutdownPeriod  = 30 * time.Second
 	DefaultShutdownTimeout = 5 * time.Minute
+	// DefaultMaxMaintenance is pitstop's own: one node at a time.
+	DefaultMaxMaintenance = 1
 )
 
 // LoadConfig reads and checks the file at path.
@@ -94,7 +100,13 @@ func ParseConfig(raw []byte) (*Config, error) {
 	def(&iv.Check.Period, DefaultCheckPeriod)
 	def(&iv.VMShutdown.Period, DefaultShutdownPeriod)
 	def(&iv.VMShutdown.Timeout, DefaultShutdownTimeout)
+	if cfg.MaxMaintenance == 0 {
+		cfg.MaxMaintenance = DefaultMaxMaintenance
+	}
 	var errs []error
+	if cfg.MaxMaintenance < 0 {
+		errs = append(errs, fmt.Errorf("maxMaintenance: must be at least 1, got %d", cfg.MaxMaintenance))
+	}
 	positive := func(field string, d seedconfig.Duration) {
 		if d.Duration < 0 {
 			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", field, d.Duration))

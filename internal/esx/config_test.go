@@ -56,7 +56,8 @@ func TestDefaultsFillWhatAFileLeavesOut(t *testing.T) {
 	}
 	iv := cfg.Intervals
 	if iv.Check.Period.Duration != DefaultCheckPeriod || iv.VMShutdown.Period.Duration != DefaultShutdownPeriod ||
-		iv.VMShutdown.Timeout.Duration != DefaultShutdownTimeout || iv.PodEviction.Period.Duration != seedconfig.DefaultEvictionPeriod {
+		iv.VMShutdown.Timeout.Duration != DefaultShutdownTimeout || iv.PodEviction.Period.Duration != seedconfig.DefaultEvictionPeriod ||
+		cfg.MaxMaintenance != DefaultMaxMaintenance {
 		t.Fatalf("defaults: %+v", iv)
 	}
 }
@@ -70,6 +71,7 @@ func TestABadConfigurationNamesTheField(t *testing.T) {
 		{"no $AZ", "vCenters:\n  templateUrl: https://vc.example.com\n  credentials: {a: {username: u, password: p}}\n", "vCenters.templateUrl: \"https://vc.example.com\" has no $AZ"},
 		{"credentials in URL", "vCenters:\n  templateUrl: https://u:p@vc-$AZ.example.com\n  credentials: {a: {username: u, password: p}}\n", "vCenters.templateUrl: must not hold credentials"},
 		{"no password", "vCenters:\n  templateUrl: https://vc-$AZ.example.com\n  credentials: {b: {username: u}}\n", "vCenters.credentials.b: needs both username and password"},
+		{"negative budget", "maxMaintenance: -2\n", "maxMaintenance: must be at least 1, got -2"},
 		{"no credentials", "vCenters:\n  templateUrl: https://vc-$AZ.example.com\n", "vCenters.credentials: required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,13 +2,17 @@
 // vCenters, as the maintenance-controller's ESX integration does and with
 // its keys: it labels each node with its host's version and maintenance
 // state, and takes a node whose host goes into maintenance, once a profile
-// allowed it (cloud.sap/esx-reboot-ok=true), through a NodeMaintenance
-// drain, a guest shutdown (a hard power-off after a timeout), and, when
-// the host is back, a power-on and the restore of the node.
+// allowed it (cloud.sap/esx-reboot-ok=true) and a slot of the integration's
+// own budget is free, through a NodeMaintenance drain, a guest shutdown (a
+// hard power-off after a timeout), and, when the host is back, a power-on
+// and the restore of the node. The VM is found on the node's host, by the
+// UUID of its providerID; what pitstop acts on is recorded on its own
+// NodeMaintenance, never read from what a node's writers can forge.
 package esx
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -17,17 +21,14 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	vimtypes "github.com/vmware/govmomi/vim25/types"
-
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 )
@@ -49,11 +50,19 @@ const (
 	// VM down while its host is in maintenance. A profile sets it.
 	LabelRebootOK = "cloud.sap/esx-reboot-ok"
 	// AnnotationRebootInitiated is written while pitstop holds the node
-	// for its host's maintenance; a profile may wait for it to go.
+	// for its host's maintenance; a profile may wait for it to go. It is
+	// shown, never read: anyone with nodes/patch can write it.
 	AnnotationRebootInitiated = "cloud.sap/esx-reboot-initiated"
-	// AnnotationShutdownStarted records when the guest was asked to shut
-	// down (RFC 3339), so that a restart keeps the timeout.
+	// AnnotationShutdownStarted, on the node's NodeMaintenance esx-<node>,
+	// records when the guest was asked to shut down (RFC 3339), so that a
+	// restart keeps the timeout. Older versions wrote it on the node;
+	// pitstop removes it there.
 	AnnotationShutdownStarted = "pitstop.dev/esx-shutdown-started"
+	// AnnotationVM, on the node's NodeMaintenance, names the VM (its
+	// vCenter managed object ID) pitstop shut down, written before it asks:
+	// only that VM is powered on again when the host is back, so a VM that
+	// someone else stopped stays stopped.
+	AnnotationVM = "pitstop.dev/esx-vm"
 )
 
 // Options configure the ESX integration.
@@ -62,12 +71,17 @@ type Options struct {
 	ConfigPath string
 	// Clock is the real clock unless a test sets one.
 	Clock clock.WithTicker
+	// LeaseNamespace holds the slot Leases of the integration's budget
+	// (the manager's namespace).
+	LeaseNamespace string
 }
 
 // Controller checks the hosts every intervals.check.period (more often
 // while a guest shuts down), on the leader only.
 type Controller struct {
 	client   client.Client
+	reader   client.Reader
+	slots    *budget.Slots
 	clock    clock.WithTicker
 	recorder events.EventRecorder
 	log      logr.Logger
@@ -82,11 +96,15 @@ func Setup(mgr ctrl.Manager, opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.LeaseNamespace == "" {
+		return nil, errors.New("the ESX integration needs a namespace for its budget's slot Leases")
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	c := &Controller{
-		client: mgr.GetClient(), clock: opts.Clock, recorder: mgr.GetEventRecorder("pitstop-esx"),
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), slots: budget.NewSlots(mgr, opts.LeaseNamespace),
+		clock: opts.Clock, recorder: mgr.GetEventRecorder("pitstop-esx"),
 		log: mgr.GetLogger().WithName("esx"), path: opts.ConfigPath, cfg: cfg,
 	}
 	return c, mgr.Add(c)
@@ -131,6 +149,12 @@ func (c *Controller) Check(ctx context.Context) time.Duration {
 		c.log.Error(err, "Listing nodes")
 		return next
 	}
+	held, err := c.held(ctx)
+	if err != nil {
+		c.log.Error(err, "Listing the ESX NodeMaintenances")
+		return next
+	}
+	c.forgetGone(ctx, nodes.Items, held)
 	zones := map[string]map[string][]*corev1.Node{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
@@ -145,7 +169,7 @@ func (c *Controller) Check(ctx context.Context) time.Duration {
 	}
 	busy := false
 	for _, az := range slices.Sorted(maps.Keys(zones)) {
-		b, err := c.checkZone(ctx, cfg, az, zones[az])
+		b, err := c.checkZone(ctx, cfg, az, zones[az], held)
 		if err != nil {
 			c.log.Error(err, "Checking ESX hosts", "availabilityZone", az)
 		}
@@ -169,9 +193,52 @@ func zoneOf(n *corev1.Node) string {
 	return zone[len(zone)-1:]
 }
 
+// held are pitstop's ESX NodeMaintenances, by node: the record, which
+// only pitstop writes, of the nodes it has taken down for their hosts.
+func (c *Controller) held(ctx context.Context) (map[string]*pitstopv1alpha1.NodeMaintenance, error) {
+	var list pitstopv1alpha1.NodeMaintenanceList
+	if err := c.client.List(ctx, &list, client.MatchingLabels{pitstopv1alpha1.LabelSource: pitstopv1alpha1.SourceESX}); err != nil {
+		return nil, err
+	}
+	out := map[string]*pitstopv1alpha1.NodeMaintenance{}
+	for i := range list.Items {
+		nm := &list.Items[i]
+		if nm.Name == maintenance.Name(maintenance.PrefixESX, nm.Spec.NodeName) {
+			out[nm.Spec.NodeName] = nm
+		}
+	}
+	return out, nil
+}
+
+// forgetGone ends the maintenance of nodes deleted while pitstop held
+// them: their NodeMaintenances deleted and their slots given back, once
+// the API server confirms that the node is gone.
+func (c *Controller) forgetGone(ctx context.Context, nodes []corev1.Node, held map[string]*pitstopv1alpha1.NodeMaintenance) {
+	listed := map[string]bool{}
+	for i := range nodes {
+		listed[nodes[i].Name] = true
+	}
+	for name, nm := range held {
+		if listed[name] {
+			continue
+		}
+		if err := c.reader.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{}); !apierrors.IsNotFound(err) {
+			continue
+		}
+		if err := c.client.Delete(ctx, nm); client.IgnoreNotFound(err) != nil {
+			c.log.Error(err, "Deleting the NodeMaintenance of a node gone", "node", name)
+			continue
+		}
+		if err := c.slots.Release(ctx, budgetKey, name); err != nil {
+			c.log.Error(err, "Giving back the ESX budget slot of a node gone", "node", name)
+		}
+		delete(held, name)
+	}
+}
+
 // checkZone checks the hosts of one availability zone; busy says a node
 // is waiting for something that the next check should see soon.
-func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, hosts map[string][]*corev1.Node) (busy bool, err error) {
+func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, hosts map[string][]*corev1.Node, held map[string]*pitstopv1alpha1.NodeMaintenance) (busy bool, err error) {
 	creds, ok := cfg.VCenters.Credentials[az]
 	if !ok {
 		return false, fmt.Errorf("vCenters.credentials has no entry for availability zone %q (nodes on hosts %v)", az, slices.Sorted(maps.Keys(hosts)))
@@ -185,12 +252,15 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 	for h := range hosts {
 		names[h] = true
 	}
-	states, err := vc.hosts(ctx, names, cfg.Alarms)
+	states, twins, err := vc.hosts(ctx, names, cfg.Alarms)
 	if err != nil {
 		return false, err
 	}
+	if len(twins) > 0 {
+		c.log.Info("ESX host name held by two hosts in its vCenter: its nodes are left alone", "hosts", twins, "availabilityZone", az)
+	}
 	var acting []*corev1.Node
-	hostOf := map[string]HostState{}
+	actingHosts := map[string]HostState{}
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {
 		st, ok := states[h]
 		if !ok {
@@ -202,28 +272,26 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 				c.log.Error(err, "Labelling node", "node", n.Name)
 				continue
 			}
-			if n.Annotations[AnnotationRebootInitiated] == "true" || (st.Maintenance != InMaintenanceFalse && n.Labels[LabelRebootOK] == "true") {
+			// The node's own annotation is not read: a forged one must not
+			// make pitstop power a VM on.
+			if held[n.Name] != nil || (st.Maintenance != InMaintenanceFalse && n.Labels[LabelRebootOK] == "true") {
 				acting = append(acting, n)
-				hostOf[n.Name] = st
+				actingHosts[h] = st
 			}
 		}
 	}
 	if len(acting) == 0 {
 		return false, nil
 	}
-	vmNames := map[string]bool{}
-	for _, n := range acting {
-		vmNames[n.Name] = true
-	}
-	vms, err := vc.vms(ctx, vmNames)
+	vms, err := vc.vmsOn(ctx, actingHosts)
 	if err != nil {
 		return false, err
 	}
 	for _, n := range acting {
-		m, found := vms[n.Name]
-		b, err := c.act(ctx, vc, cfg, n, hostOf[n.Name], m, found)
+		h := n.Labels[LabelHost]
+		b, err := c.act(ctx, vc, cfg, n, actingHosts[h], held[n.Name], vms[h])
 		if err != nil {
-			c.log.Error(err, "ESX maintenance of node", "node", n.Name, "host", n.Labels[LabelHost])
+			c.log.Error(err, "ESX maintenance of node", "node", n.Name, "host", h)
 		}
 		busy = busy || b
 	}
@@ -254,122 +322,6 @@ func (c *Controller) label(ctx context.Context, n *corev1.Node, st HostState) er
 	for k, v := range want {
 		n.Labels[k] = v
 	}
-	return nil
-}
-
-// act moves the node's maintenance on by one step: drain, shut the guest
-// down, power it off after the timeout; and once the host is back, power
-// it on and restore the node. busy says it waits for something that
-// changes soon.
-func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev1.Node, st HostState, m vm, found bool) (busy bool, err error) {
-	down := st.Maintenance != InMaintenanceFalse
-	host := n.Labels[LabelHost]
-	if !down {
-		return false, c.restore(ctx, vc, n, m, found)
-	}
-	if n.Annotations[AnnotationRebootInitiated] != "true" {
-		if err := nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationRebootInitiated: "true"}); err != nil {
-			return false, err
-		}
-		why := "in maintenance"
-		if st.Maintenance == InMaintenanceAlarm {
-			why = "alarmed (" + st.Alarm + ")"
-		}
-		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventHostMaintenance, "Drain", "ESX host %s is %s: draining the node, then shutting its VM down", host, why)
-	}
-	nm, err := c.drain(ctx, cfg, n, st)
-	if err != nil || nm == nil {
-		return nm == nil && err == nil, err
-	}
-	done, status, err := maintenance.Progress(nm)
-	if err != nil {
-		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventDrainFailed, "Drain", "the VM stays on until the drain is done: %v", err)
-		return false, err
-	}
-	if !done {
-		c.log.V(1).Info(status, "node", n.Name)
-		return true, nil
-	}
-	if !found {
-		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventVMNotFound, "Shutdown", "no VM named %s in the vCenter of ESX host %s: nothing to shut down", n.Name, host)
-		return false, fmt.Errorf("no VM named %s in the vCenter", n.Name)
-	}
-	if m.power == vimtypes.VirtualMachinePowerStatePoweredOff {
-		return false, nil
-	}
-	started, asked := shutdownStarted(n, c.clock.Now())
-	if !asked {
-		if err := vc.shutdownGuest(ctx, m); err != nil {
-			c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventGuestShutdownFailed, "PowerOff", "the guest of VM %s cannot shut down (%v): powering it off", n.Name, err)
-			return false, c.powerOff(ctx, vc, n, m)
-		}
-		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventGuestShutdown, "Shutdown", "drained: the guest of VM %s is shutting down (powered off after %s)", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
-		return true, nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationShutdownStarted: c.clock.Now().UTC().Format(time.RFC3339)})
-	}
-	if wait := cfg.Intervals.VMShutdown.Timeout.Duration - c.clock.Since(started); wait > 0 {
-		return true, nil
-	}
-	c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventGuestShutdownTimedOut, "PowerOff", "the guest of VM %s did not shut down within %s: powering it off", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
-	return false, c.powerOff(ctx, vc, n, m)
-}
-
-func (c *Controller) powerOff(ctx context.Context, vc *vcenter, n *corev1.Node, m vm) error {
-	if err := vc.powerOff(ctx, m); err != nil {
-		return fmt.Errorf("powering off VM %s: %w", n.Name, err)
-	}
-	return nil
-}
-
-// shutdownStarted is when the guest was asked to shut down; an unreadable
-// record counts from now.
-func shutdownStarted(n *corev1.Node, now time.Time) (time.Time, bool) {
-	v, ok := n.Annotations[AnnotationShutdownStarted]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		// Unreadable: count from now rather than power off at once.
-		return now, true
-	}
-	return t, true
-}
-
-// drain returns the node's ESX NodeMaintenance, created on the first call;
-// nil while the one of an earlier maintenance is still going.
-func (c *Controller) drain(ctx context.Context, cfg *Config, n *corev1.Node, st HostState) (*pitstopv1alpha1.NodeMaintenance, error) {
-	spec := cfg.Intervals.PodEviction.Drain()
-	reason := fmt.Sprintf("ESX host %s in maintenance", n.Labels[LabelHost])
-	if st.Maintenance == InMaintenanceAlarm {
-		// The host is failing: the pods get the shortest grace pitstop gives.
-		spec.GracePeriodSeconds = ptr.To[int64](1)
-		reason = fmt.Sprintf("ESX host %s alarmed: %s", n.Labels[LabelHost], st.Alarm)
-	}
-	nm, _, err := maintenance.Ensure(ctx, c.client, &pitstopv1alpha1.NodeMaintenance{
-		ObjectMeta: metav1.ObjectMeta{Name: maintenance.Name(maintenance.PrefixESX, n.Name), Labels: map[string]string{pitstopv1alpha1.LabelSource: pitstopv1alpha1.SourceESX}},
-		Spec:       pitstopv1alpha1.NodeMaintenanceSpec{NodeName: n.Name, Reason: reason, Drain: spec},
-	})
-	return nm, err
-}
-
-// restore ends the node's ESX maintenance once its host is back: the VM
-// powered on, the NodeMaintenance deleted (which uncordons the node), the
-// annotations removed.
-func (c *Controller) restore(ctx context.Context, vc *vcenter, n *corev1.Node, m vm, found bool) error {
-	if found && m.power != vimtypes.VirtualMachinePowerStatePoweredOn {
-		if err := vc.powerOn(ctx, m); err != nil {
-			return fmt.Errorf("powering on VM %s: %w", n.Name, err)
-		}
-		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventPoweredOn, "PowerOn", "ESX host %s is back: VM %s powered on", n.Labels[LabelHost], n.Name)
-	}
-	nm := &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: maintenance.Name(maintenance.PrefixESX, n.Name)}}
-	if err := c.client.Delete(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting NodeMaintenance %s: %w", nm.Name, err)
-	}
-	if err := nodepatch.Meta(ctx, c.client, n, "annotations", map[string]any{AnnotationRebootInitiated: nil, AnnotationShutdownStarted: nil}); err != nil {
-		return err
-	}
-	c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventHostBack, "Restore", "ESX host %s is out of maintenance: node restored", n.Labels[LabelHost])
 	return nil
 }
 

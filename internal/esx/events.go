@@ -4,7 +4,8 @@ package esx
 const (
 	EventHostMaintenance       = "ESXHostMaintenance"
 	EventDrainFailed           = "ESXDrainFailed"
-	EventVMNotFound            = "ESXVMNotFound"
+	EventVMRefused             = "ESXVMRefused"
+	EventWaitingForBudget      = "ESXWaitingForBudget"
 	EventGuestShutdown         = "ESXGuestShutdown"
 	EventGuestShutdownFailed   = "ESXGuestShutdownFailed"
 	EventGuestShutdownTimedOut = "ESXGuestShutdownTimedOut"

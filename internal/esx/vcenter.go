@@ -33,6 +33,9 @@ type HostState struct {
 	Maintenance string
 	// Alarm names the triggered alarm when Maintenance is alarm.
 	Alarm string
+
+	// vms are the virtual machines registered on the host.
+	vms []types.ManagedObjectReference
 }
 
 // taskEnterMaintenance is the description of a host's
@@ -79,20 +82,31 @@ func (v *vcenter) retrieve(ctx context.Context, kind string, ps []string, dst an
 }
 
 // hosts reads the state of the hosts named in names, keyed by name; a
-// host the vCenter does not know is left out. alarms are the alarm names
-// that count.
-func (v *vcenter) hosts(ctx context.Context, names map[string]bool, alarms []string) (map[string]HostState, error) {
+// host the vCenter does not know is left out, and so is a name two hosts
+// hold (twins names those): pitstop will not guess which one is the
+// nodes'. alarms are the alarm names that count.
+func (v *vcenter) hosts(ctx context.Context, names map[string]bool, alarms []string) (out map[string]HostState, twins []string, err error) {
 	var all []mo.HostSystem
-	if err := v.retrieve(ctx, "HostSystem", []string{"name", "runtime.inMaintenanceMode", "config.product.version", "triggeredAlarmState", "recentTask"}, &all); err != nil {
-		return nil, fmt.Errorf("reading the hosts: %w", err)
+	if err := v.retrieve(ctx, "HostSystem", []string{"name", "runtime.inMaintenanceMode", "config.product.version", "triggeredAlarmState", "recentTask", "vm"}, &all); err != nil {
+		return nil, nil, fmt.Errorf("reading the hosts: %w", err)
+	}
+	seen := map[string]int{}
+	for _, h := range all {
+		seen[h.Name]++
 	}
 	pc := property.DefaultCollector(v.c)
-	out := map[string]HostState{}
+	out = map[string]HostState{}
 	for _, h := range all {
 		if !names[h.Name] {
 			continue
 		}
-		st := HostState{Maintenance: InMaintenanceFalse}
+		if seen[h.Name] > 1 {
+			if !slices.Contains(twins, h.Name) {
+				twins = append(twins, h.Name)
+			}
+			continue
+		}
+		st := HostState{Maintenance: InMaintenanceFalse, vms: h.Vm}
 		if h.Config != nil {
 			st.Version = h.Config.Product.Version
 		}
@@ -102,7 +116,7 @@ func (v *vcenter) hosts(ctx context.Context, names map[string]bool, alarms []str
 		default:
 			entering, err := enteringMaintenance(ctx, pc, h.RecentTask)
 			if err != nil {
-				return nil, fmt.Errorf("reading the tasks of host %s: %w", h.Name, err)
+				return nil, nil, fmt.Errorf("reading the tasks of host %s: %w", h.Name, err)
 			}
 			if entering {
 				st.Maintenance = InMaintenanceTrue
@@ -111,7 +125,7 @@ func (v *vcenter) hosts(ctx context.Context, names map[string]bool, alarms []str
 		if st.Maintenance == InMaintenanceFalse && len(alarms) > 0 {
 			name, err := triggered(ctx, pc, h.TriggeredAlarmState, alarms)
 			if err != nil {
-				return nil, fmt.Errorf("reading the alarms of host %s: %w", h.Name, err)
+				return nil, nil, fmt.Errorf("reading the alarms of host %s: %w", h.Name, err)
 			}
 			if name != "" {
 				st.Maintenance, st.Alarm = InMaintenanceAlarm, name
@@ -119,7 +133,7 @@ func (v *vcenter) hosts(ctx context.Context, names map[string]bool, alarms []str
 		}
 		out[h.Name] = st
 	}
-	return out, nil
+	return out, twins, nil
 }
 
 // enteringMaintenance says whether one of tasks is a queued or running
@@ -164,29 +178,39 @@ func triggered(ctx context.Context, pc *property.Collector, states []types.Alarm
 	return "", nil
 }
 
-// vm is a virtual machine, found by name.
+// vm is a virtual machine registered on a host.
 type vm struct {
 	ref   types.ManagedObjectReference
+	name  string
+	uuid  string // config.uuid, the BIOS UUID a vsphere:// providerID holds
 	power types.VirtualMachinePowerState
 }
 
-// vms reads the virtual machines named in names, keyed by name. A name
-// held by two VMs is an error: pitstop will not guess which one is the
-// node's.
-func (v *vcenter) vms(ctx context.Context, names map[string]bool) (map[string]vm, error) {
+// vmsOn reads the virtual machines registered on hosts, by host name.
+func (v *vcenter) vmsOn(ctx context.Context, hosts map[string]HostState) (map[string][]vm, error) {
+	var refs []types.ManagedObjectReference
+	hostOf := map[types.ManagedObjectReference]string{}
+	for name, st := range hosts {
+		for _, ref := range st.vms {
+			refs = append(refs, ref)
+			hostOf[ref] = name
+		}
+	}
+	out := map[string][]vm{}
+	if len(refs) == 0 {
+		return out, nil
+	}
 	var all []mo.VirtualMachine
-	if err := v.retrieve(ctx, "VirtualMachine", []string{"name", "runtime.powerState"}, &all); err != nil {
+	if err := property.DefaultCollector(v.c).Retrieve(ctx, refs, []string{"name", "runtime.powerState", "config.uuid"}, &all); err != nil {
 		return nil, fmt.Errorf("reading the virtual machines: %w", err)
 	}
-	out := map[string]vm{}
 	for _, m := range all {
-		if !names[m.Name] {
-			continue
+		found := vm{ref: m.Self, name: m.Name, power: m.Runtime.PowerState}
+		if m.Config != nil {
+			found.uuid = m.Config.Uuid
 		}
-		if _, twice := out[m.Name]; twice {
-			return nil, fmt.Errorf("two virtual machines are named %s", m.Name)
-		}
-		out[m.Name] = vm{ref: m.Self, power: m.Runtime.PowerState}
+		h := hostOf[m.Self]
+		out[h] = append(out[h], found)
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 )
 
 // compiled is a profile ready to run: its transitions, checks and triggers
@@ -34,6 +36,15 @@ func (c *Compiled) Admission() admission.Profile {
 
 // compile builds a profile, reporting every problem with its field path.
 func Compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*Compiled, error) {
+	return CompileContext(context.Background(), p, deps)
+}
+
+// CompileContext is Compile that gives up, with an error wrapping ctx's,
+// once ctx is done: it looks before each notification, whose templates
+// are run on sample data (each within notify's bounds, up to a second).
+// The profile webhook compiles with its request's context, so that a
+// request given up stops the work it asked for.
+func CompileContext(ctx context.Context, p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*Compiled, error) {
 	if errs := p.Spec.DurationErrors(); len(errs) > 0 {
 		return nil, fmt.Errorf("MaintenanceProfile %s: %w", p.Name, errs.ToAggregate())
 	}
@@ -57,9 +68,18 @@ func Compile(p *pitstopv1alpha1.MaintenanceProfile, deps check.Deps) (*Compiled,
 		}
 		c.Triggers[inst.Name] = tr
 	}
+	// Only a process that reads Secrets sends notifications: there the
+	// mail servers are checked (pitstop explain sends none).
+	var mailServers *profilesecret.Hosts
+	if deps.Secrets != nil {
+		mailServers = &deps.MailServers
+	}
 	notifications := map[string]*notify.Notification{}
 	for i, inst := range p.Spec.Notifications {
-		n, err := notify.Compile(inst)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("MaintenanceProfile %s: gave up before spec.notifications[%d] (%s): %w", p.Name, i, inst.Name, err)
+		}
+		n, err := notify.Compile(inst, mailServers)
 		if err != nil {
 			return nil, fmt.Errorf("MaintenanceProfile %s: spec.notifications[%d] (%s): %w", p.Name, i, inst.Name, err)
 		}

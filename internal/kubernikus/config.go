@@ -19,6 +19,14 @@ type Config struct {
 	// cloudprovider.conf holds the OpenStack account (pitstop must be
 	// allowed to get it); unset, the file --openstack-cloud-config is read.
 	CloudProviderSecret *SecretRef `json:"cloudProviderSecret,omitempty"`
+	// Cluster, when set, is the Kubernikus cluster's name: a server is
+	// deleted only if its metadata kubernikus:kluster names it (pitstop's
+	// own; the maintenance-controller has no such field).
+	Cluster string `json:"cluster,omitempty"`
+	// MaxMaintenance is how many nodes the integration may have in hand at
+	// once, from the start of a node's drain until the node is gone or
+	// given back (pitstop's own field); default DefaultMaxMaintenance.
+	MaxMaintenance int `json:"maxMaintenance,omitempty"`
 }
 
 // Intervals time the integration.
@@ -42,6 +50,10 @@ type SecretRef struct {
 // DefaultRequeue is intervals.requeue when a file leaves it out.
 const DefaultRequeue = 30 * time.Second
 
+// DefaultMaxMaintenance is maxMaintenance when a file leaves it out: one
+// node at a time.
+const DefaultMaxMaintenance = 1
+
 // KeyCloudConfig is the key of a cloud-config Secret.
 const KeyCloudConfig = "cloudprovider.conf"
 
@@ -62,7 +74,13 @@ func ParseConfig(raw []byte) (*Config, error) {
 	if iv.Requeue.Duration == 0 {
 		iv.Requeue.Duration = DefaultRequeue
 	}
+	if cfg.MaxMaintenance == 0 {
+		cfg.MaxMaintenance = DefaultMaxMaintenance
+	}
 	var errs []error
+	if cfg.MaxMaintenance < 0 {
+		errs = append(errs, fmt.Errorf("maxMaintenance: must be at least 1, got %d", cfg.MaxMaintenance))
+	}
 	if iv.Requeue.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("intervals.requeue: must be at least 1s, got %s", iv.Requeue.Duration))
 	}

@@ -24,7 +24,7 @@ func TestAMissingFileIsTheDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Intervals.Requeue.Duration != DefaultRequeue || cfg.Intervals.PodEviction.Period.Duration != seedconfig.DefaultEvictionPeriod {
+	if cfg.Intervals.Requeue.Duration != DefaultRequeue || cfg.Intervals.PodEviction.Period.Duration != seedconfig.DefaultEvictionPeriod || cfg.MaxMaintenance != 1 {
 		t.Fatalf("defaults %+v", cfg.Intervals)
 	}
 }
@@ -36,6 +36,7 @@ func TestABadConfigurationNamesTheField(t *testing.T) {
 		"cloudProviderSecret:\n  name: cloud-config\n": "cloudProviderSecret: needs name and namespace",
 		"interval:\n  requeue: 1m\n":                   `unknown field "interval"`,
 		"intervals:\n  podEviction:\n    period: 2h\n": "intervals.podEviction.period: must be from 1s to 1h",
+		"maxMaintenance: -1\n":                         "maxMaintenance: must be at least 1, got -1",
 	} {
 		if _, err := ParseConfig([]byte(raw)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want %q", raw, err, want)

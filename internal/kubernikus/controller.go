@@ -3,12 +3,15 @@
 // differs from the API server's (cloud.sap/kubelet-needs-update), and a
 // node labelled cloud.sap/delete-node=true is drained through a
 // NodeMaintenance and then its OpenStack server deleted, so that its
-// Kubernikus node pool replaces it. It also reads the node pools' sizes
+// Kubernikus node pool replaces it: the server its providerID names, only
+// if its name (and Kubernikus metadata) agree, and no more nodes at once
+// than the integration's own budget. It also reads the node pools' sizes
 // for the kubernikusCount check.
 package kubernikus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -28,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/seedconfig"
@@ -56,6 +60,9 @@ type Options struct {
 	// Accounts are the OpenStack clients, shared with kubernikusCount
 	// checks.
 	Accounts *Accounts
+	// LeaseNamespace holds the slot Leases of the integration's budget
+	// (the manager's namespace).
+	LeaseNamespace string
 }
 
 // Reconciler reconciles Nodes.
@@ -65,6 +72,7 @@ type Reconciler struct {
 	recorder  events.EventRecorder
 	log       logr.Logger
 	discovery discovery.ServerVersionInterface
+	slots     *budget.Slots
 	opts      Options
 
 	cfg *seedconfig.Reloader[*Config]
@@ -76,6 +84,9 @@ type Reconciler struct {
 
 // Setup checks the configuration and adds the controller to mgr.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.LeaseNamespace == "" {
+		return nil, errors.New("the Kubernikus integration needs a namespace for its budget's slot Leases")
+	}
 	cfg, err := seedconfig.NewReloader(opts.ConfigPath, func() (*Config, error) { return LoadConfig(opts.ConfigPath) })
 	if err != nil {
 		return nil, err
@@ -87,6 +98,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r := &Reconciler{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("pitstop-kubernikus"),
 		log: mgr.GetLogger().WithName("kubernikus"), discovery: dc, opts: opts, cfg: cfg,
+		slots: budget.NewSlots(mgr, opts.LeaseNamespace),
 	}
 	toNode := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		nm, ok := o.(*pitstopv1alpha1.NodeMaintenance)
@@ -119,65 +131,113 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	node := &corev1.Node{}
 	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
 		if apierrors.IsNotFound(err) {
-			// The node is gone with its server: so is its drain.
-			return ctrl.Result{}, client.IgnoreNotFound(r.client.Delete(ctx, &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: nmName}}))
+			// The node is gone with its server: so are its drain and its slot.
+			return ctrl.Result{}, r.letGo(ctx, req.Name, nmName)
 		}
 		return ctrl.Result{}, err
 	}
 	if err := r.markUpdate(ctx, node, cfg); err != nil {
 		r.log.Error(err, "Comparing the kubelet's version with the API server's", "node", node.Name)
 	}
-	if node.Labels[LabelDeleteNode] != "true" {
+	if !asksDeletion(node) {
 		if _, deleted := node.Annotations[AnnotationServerDeleted]; !deleted {
-			// Asked no more (or never): a drain begun is called off. The
-			// cache says whether there is one, so that nodes without
-			// cost no request.
-			nm := &pitstopv1alpha1.NodeMaintenance{}
-			if err := r.client.Get(ctx, client.ObjectKey{Name: nmName}, nm); err != nil {
-				return requeue, client.IgnoreNotFound(err)
-			}
-			if !nm.DeletionTimestamp.IsZero() {
-				return requeue, nil
-			}
-			if err := r.client.Delete(ctx, nm); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-			r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventDeletionCancelled, "Restore", "%s is gone before the server was deleted: node restored", LabelDeleteNode)
+			return requeue, r.callOff(ctx, node, nmName)
 		}
 		return requeue, nil
 	}
-	if _, deleted := node.Annotations[AnnotationServerDeleted]; deleted {
-		return requeue, nil
+	return requeue, r.reconcileDeletion(ctx, cfg, node, nmName)
+}
+
+// asksDeletion says the node is labelled for deletion and its server not
+// deleted yet.
+func asksDeletion(node *corev1.Node) bool {
+	_, deleted := node.Annotations[AnnotationServerDeleted]
+	return node.Labels[LabelDeleteNode] == "true" && !deleted
+}
+
+// callOff calls off a drain begun for a node asked no more (or never).
+// The cache says whether there is one, so that nodes without cost no
+// request.
+func (r *Reconciler) callOff(ctx context.Context, node *corev1.Node, nmName string) error {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := r.client.Get(ctx, client.ObjectKey{Name: nmName}, nm); err != nil || !nm.DeletionTimestamp.IsZero() {
+		return client.IgnoreNotFound(err)
 	}
-	nm, err := r.drain(ctx, cfg, node, nmName)
-	if err != nil || nm == nil {
-		return requeue, err
+	if err := r.letGo(ctx, node.Name, nmName); err != nil {
+		return err
+	}
+	r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventDeletionCancelled, "Restore", "%s is gone before the server was deleted: node restored", LabelDeleteNode)
+	return nil
+}
+
+// reconcileDeletion drains the node, once its server is found through a
+// link the node cannot forge and a slot of the budget is free, and then
+// deletes the server.
+func (r *Reconciler) reconcileDeletion(ctx context.Context, cfg *Config, node *corev1.Node, nmName string) error {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	err := r.client.Get(ctx, client.ObjectKey{Name: nmName}, nm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.admit(ctx, cfg, node, nmName)
+	case err != nil:
+		return err
+	case !nm.DeletionTimestamp.IsZero():
+		return nil // the last drain's, going
 	}
 	done, status, err := maintenance.Progress(nm)
 	if err != nil {
 		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventDrainFailed, "Drain", "the server is kept until the drain is done: %v", err)
-		return requeue, nil
+		return nil
 	}
 	if !done {
 		r.log.V(1).Info(status, "node", node.Name)
-		return requeue, nil
+		return nil
 	}
 	cc, err := r.cloudConfig(ctx, cfg)
 	if err != nil {
-		return requeue, err
+		return err
 	}
-	id, err := r.opts.Accounts.DeleteServer(ctx, cc, node.Name)
+	// Checked again: the server may have changed since the drain began.
+	id, refused, err := r.target(ctx, cfg, cc, node)
+	if err != nil || refused != "" {
+		return r.refuse(node, refused, err)
+	}
+	if err := r.opts.Accounts.DeleteServer(ctx, cc, id); err != nil {
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "deleting server %s of node %s: %v", id, node.Name, err)
+		return err
+	}
+	r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventServerDeleted, "Delete", "drained; server %s (%s) deleted: its node pool replaces it", node.Name, id)
+	return nodepatch.Meta(ctx, r.client, node, "annotations", map[string]any{AnnotationServerDeleted: id})
+}
+
+// admit starts the node's drain: only once its server is found and
+// checked (a node named after a server outside the cluster is refused
+// before any of its pods is evicted), and once it holds a slot of the
+// integration's budget.
+func (r *Reconciler) admit(ctx context.Context, cfg *Config, node *corev1.Node, nmName string) error {
+	cc, err := r.cloudConfig(ctx, cfg)
 	if err != nil {
-		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "deleting the server of node %s: %v", node.Name, err)
-		return requeue, err
+		return err
 	}
-	if id == "" {
-		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventServerGone, "Delete", "drained; no server is named %s any more", node.Name)
-		id = "none"
-	} else {
-		r.recorder.Eventf(node, nil, corev1.EventTypeNormal, EventServerDeleted, "Delete", "drained; server %s (%s) deleted: its node pool replaces it", node.Name, id)
+	if _, refused, err := r.target(ctx, cfg, cc, node); err != nil || refused != "" {
+		return r.refuse(node, refused, err)
 	}
-	return requeue, nodepatch.Meta(ctx, r.client, node, "annotations", map[string]any{AnnotationServerDeleted: id})
+	got, err := r.acquire(ctx, cfg, node.Name)
+	if err != nil || !got {
+		return err
+	}
+	_, err = r.drain(ctx, cfg, node, nmName)
+	return err
+}
+
+// refuse records why the node's server is not deleted.
+func (r *Reconciler) refuse(node *corev1.Node, refused string, err error) error {
+	if err != nil {
+		r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventDeleteFailed, "Delete", "finding the server of node %s: %v", node.Name, err)
+		return err
+	}
+	r.recorder.Eventf(node, nil, corev1.EventTypeWarning, EventServerRefused, "Delete", "%s", refused)
+	return nil
 }
 
 // drain returns the node's NodeMaintenance, created on first call; nil

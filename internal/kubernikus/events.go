@@ -6,6 +6,7 @@ const (
 	EventDrainFailed       = "KubernikusDrainFailed"
 	EventDeleteFailed      = "KubernikusDeleteFailed"
 	EventServerDeleted     = "KubernikusServerDeleted"
-	EventServerGone        = "KubernikusServerGone"
+	EventServerRefused     = "KubernikusServerRefused"
+	EventWaitingForBudget  = "KubernikusWaitingForBudget"
 	EventDeletionCancelled = "KubernikusDeletionCancelled"
 )

@@ -53,10 +53,15 @@ func start(t *testing.T, opts kubernikus.Options) {
 	if opts.Accounts == nil {
 		opts.Accounts = kubernikus.NewAccounts()
 	}
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = leaseNamespace(t)
+	}
 	// Each test runs its own manager: the controller's name repeats.
 	opts2 := ctrl.Options{Controller: config.Controller{SkipNameValidation: ptr.To(true)}}
 	testutil.StartControllers(t, env.Config, opts2, func(mgr ctrl.Manager) error {
-		if err := nodemaintenance.Setup(t.Context(), mgr, nodemaintenance.DefaultOptions()); err != nil {
+		nmOpts := nodemaintenance.DefaultOptions()
+		nmOpts.LeaseNamespace = opts.LeaseNamespace
+		if err := nodemaintenance.Setup(t.Context(), mgr, nmOpts); err != nil {
 			return err
 		}
 		_, err := kubernikus.Setup(mgr, opts)
@@ -64,11 +69,28 @@ func start(t *testing.T, opts kubernikus.Options) {
 	})
 }
 
-// node creates a node whose kubelet is of version v.
-func node(t *testing.T, name, v string, labels map[string]string) {
+// leaseNamespace creates a namespace, named after the test, for the
+// budget's slot Leases.
+func leaseNamespace(t *testing.T) string {
 	t.Helper()
-	n := testutil.Node(name, testutil.WithLabels(labels))
+	name := strings.Map(func(r rune) rune {
+		if ('a' <= r && r <= 'z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
+	return testutil.Namespace(t, env.Client, "kn-"+name[:min(len(name), 50)])
+}
+
+// node creates a node whose kubelet is of version v, on the server with
+// ID id (spec.providerID; none when id is "").
+func node(t *testing.T, name, v, id string, labels map[string]string, opts ...testutil.NodeOption) {
+	t.Helper()
+	n := testutil.Node(name, append([]testutil.NodeOption{testutil.WithLabels(labels)}, opts...)...)
 	n.Status.NodeInfo.KubeletVersion = v
+	if id != "" {
+		n.Spec.ProviderID = "openstack:///" + id
+	}
 	testutil.CreateNode(t, env.Client, n)
 	if got := testutil.GetNode(t, env.Client, name).Status.NodeInfo.KubeletVersion; got != v {
 		t.Fatalf("node %s has kubelet version %q, want %q", name, got, v)
@@ -105,11 +127,11 @@ func reasons(t *testing.T, name string) []string {
 func TestKubeletVersionsAreComparedWithTheAPIServers(t *testing.T) {
 	fake := openstackfake.New(t, account)
 	same := serverVersion(t)
-	node(t, "kn-older", "v1.20.0", nil)
-	node(t, "kn-newer", "v9.0.0", nil)
-	node(t, "kn-same", same, nil)
-	node(t, "kn-build", strings.SplitN(same, "+", 2)[0]+"+pitstop.1", nil)
-	node(t, "kn-odd", "fake", nil)
+	node(t, "kn-older", "v1.20.0", "", nil)
+	node(t, "kn-newer", "v9.0.0", "", nil)
+	node(t, "kn-same", same, "", nil)
+	node(t, "kn-build", strings.SplitN(same, "+", 2)[0]+"+pitstop.1", "", nil)
+	node(t, "kn-odd", "fake", "", nil)
 	start(t, kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: testutil.WriteFile(t, "cloudprovider.conf", cloudConf(fake))})
 	wantLabel(t, "kn-older", kubernikus.LabelKubeletNeedsUpdate, "true")
 	wantLabel(t, "kn-newer", kubernikus.LabelKubeletNeedsUpdate, "true")
@@ -132,10 +154,10 @@ func TestDeleteNodeDrainsThenDeletesTheServer(t *testing.T) {
 	fake := openstackfake.New(t, account)
 	id := fake.AddServer("kn-del")
 	fake.AddServer("kn-del0")
-	fake.AddServer("kn-keep")
+	keep := fake.AddServer("kn-keep")
 	v := serverVersion(t)
-	node(t, "kn-del", v, nil)
-	node(t, "kn-keep", v, nil)
+	node(t, "kn-del", v, id, nil)
+	node(t, "kn-keep", v, keep, nil)
 	ns := testutil.Namespace(t, env.Client, "kubernikus-delete")
 	testutil.Kubelet(t, env.Clientset)
 	testutil.ManagedPods(t, env.Client, ns, "kn-del", "web", 2)
@@ -207,7 +229,7 @@ func TestDeleteNodeDrainsThenDeletesTheServer(t *testing.T) {
 func TestTheAccountCanComeFromASecret(t *testing.T) {
 	fake := openstackfake.New(t, account)
 	id := fake.AddServer("kn-secret")
-	node(t, "kn-secret", serverVersion(t), map[string]string{kubernikus.LabelDeleteNode: "true"})
+	node(t, "kn-secret", serverVersion(t), id, map[string]string{kubernikus.LabelDeleteNode: "true"})
 	ns := testutil.Namespace(t, env.Client, "kubernikus-secret")
 	testutil.Create(t, env.Client, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cloud-config"},
@@ -235,8 +257,7 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 	current := serverVersion(t)
 	pool := map[string]string{"pool": "kp"}
 	for _, n := range []string{"kp-1", "kp-2"} {
-		fake.AddServer(n)
-		node(t, n, "v1.20.0", pool)
+		node(t, n, "v1.20.0", fake.AddServer(n), pool)
 	}
 	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "kubernikus.yaml"))
 	if err != nil {
@@ -257,7 +278,7 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client, "kubernikus-pool")
 	conf := testutil.WriteFile(t, "cloudprovider.conf", cloudConf(fake))
 	accounts := kubernikus.NewAccounts()
-	opts := kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: conf, Accounts: accounts}
+	opts := kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: conf, Accounts: accounts, LeaseNamespace: ns}
 	testutil.StartControllers(t, env.Config, ctrl.Options{Controller: config.Controller{SkipNameValidation: ptr.To(true)}}, func(mgr ctrl.Manager) error {
 		if err := nodemaintenance.Setup(t.Context(), mgr, nodemaintenance.DefaultOptions()); err != nil {
 			return err
@@ -294,8 +315,8 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 					next++
 					wg.Go(func() {
 						time.Sleep(2 * time.Second)
-						fake.AddServer(name)
 						nn := testutil.Node(name, testutil.WithLabels(pool))
+						nn.Spec.ProviderID = "openstack:///" + fake.AddServer(name)
 						nn.Status.NodeInfo.KubeletVersion = current
 						_ = env.Client.Create(ctx, nn)
 					})

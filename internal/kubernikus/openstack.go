@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
-	"strings"
 	"sync"
 
 	"github.com/gophercloud/gophercloud/v2"
@@ -67,43 +65,54 @@ func (a *account) client(ctx context.Context) (*gophercloud.ProviderClient, erro
 	return p, nil
 }
 
-// DeleteServer deletes the Nova server named name (exactly: Nova's name
-// filter is a regular expression) and returns its ID; "" when there is
-// none. Two servers of that name is an error.
-func (a *Accounts) DeleteServer(ctx context.Context, cfg CloudConfig, name string) (string, error) {
+// Server is what pitstop reads of a Nova server before it deletes it.
+type Server struct {
+	ID, Name string
+	// Metadata holds, for a server of a Kubernikus node pool, its cluster
+	// (MetadataCluster) and pool.
+	Metadata map[string]string
+}
+
+// compute is the account's Nova client.
+func (a *Accounts) compute(ctx context.Context, cfg CloudConfig) (*gophercloud.ServiceClient, error) {
 	p, err := a.of(cfg).client(ctx)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	compute, err := openstack.NewComputeV2(p, gophercloud.EndpointOpts{Region: cfg.Region})
 	if err != nil {
-		return "", fmt.Errorf("finding Nova in the service catalog: %w", err)
+		return nil, fmt.Errorf("finding Nova in the service catalog: %w", err)
 	}
-	pages, err := servers.List(compute, servers.ListOpts{Name: "^" + regexp.QuoteMeta(name) + "$"}).AllPages(ctx)
+	return compute, nil
+}
+
+// GetServer reads the Nova server with ID id; nil when Nova has none.
+func (a *Accounts) GetServer(ctx context.Context, cfg CloudConfig, id string) (*Server, error) {
+	compute, err := a.compute(ctx, cfg)
 	if err != nil {
-		return "", fmt.Errorf("listing the servers named %s: %w", name, err)
+		return nil, err
 	}
-	all, err := servers.ExtractServers(pages)
+	s, err := servers.Get(ctx, compute, id).Extract()
+	switch {
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading server %s: %w", id, err)
+	}
+	return &Server{ID: s.ID, Name: s.Name, Metadata: s.Metadata}, nil
+}
+
+// DeleteServer deletes the Nova server with ID id; one gone already is no
+// error.
+func (a *Accounts) DeleteServer(ctx context.Context, cfg CloudConfig, id string) error {
+	compute, err := a.compute(ctx, cfg)
 	if err != nil {
-		return "", fmt.Errorf("reading the servers named %s: %w", name, err)
+		return err
 	}
-	var ids []string
-	for _, s := range all {
-		if s.Name == name {
-			ids = append(ids, s.ID)
-		}
+	if err := servers.Delete(ctx, compute, id).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return fmt.Errorf("deleting server %s: %w", id, err)
 	}
-	switch len(ids) {
-	case 0:
-		return "", nil
-	case 1:
-	default:
-		return "", fmt.Errorf("%d servers are named %s (%s): delete the right one by hand", len(ids), name, strings.Join(ids, ", "))
-	}
-	if err := servers.Delete(ctx, compute, ids[0]).ExtractErr(); err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-		return "", fmt.Errorf("deleting server %s (%s): %w", name, ids[0], err)
-	}
-	return ids[0], nil
+	return nil
 }
 
 // NodePool is a Kubernikus node pool's name and size.

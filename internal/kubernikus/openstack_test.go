@@ -13,33 +13,30 @@ func cloudConfig(os *openstackfake.Server) CloudConfig {
 	return CloudConfig{AuthURL: os.AuthURL(), DomainName: testAccount.Domain, TenantID: testAccount.Project, Username: testAccount.User, Password: testAccount.Password, Region: testAccount.Region}
 }
 
-// TestDeleteServerDeletesExactlyTheNamedServer: Nova's name filter is a
-// regular expression; node-1 must not match node-10.
-func TestDeleteServerDeletesExactlyTheNamedServer(t *testing.T) {
+// TestServersAreReadAndDeletedByID: Nova's server is read with its
+// metadata, and deleted, by its ID; one gone is nil, and deleting it again
+// no error.
+func TestServersAreReadAndDeletedByID(t *testing.T) {
 	os := openstackfake.New(t, testAccount)
 	id := os.AddServer("node-1")
-	os.AddServer("node-10")
-	os.AddServer("xnode-1")
+	os.SetMetadata(id, map[string]string{MetadataCluster: "k1", MetadataPool: "small"})
+	os.AddServer("node-1") // same name, other server: untouched
 	a := NewAccounts()
-	got, err := a.DeleteServer(t.Context(), cloudConfig(os), "node-1")
-	if err != nil || got != id {
-		t.Fatalf("DeleteServer = %q, %v; want %s", got, err, id)
+	s, err := a.GetServer(t.Context(), cloudConfig(os), id)
+	if err != nil || s == nil || s.ID != id || s.Name != "node-1" || s.Metadata[MetadataCluster] != "k1" {
+		t.Fatalf("GetServer = %+v, %v", s, err)
 	}
-	if s := os.Servers(); strings.Join(s, ",") != "node-10,xnode-1" {
-		t.Fatalf("servers left: %v", s)
+	if err := a.DeleteServer(t.Context(), cloudConfig(os), id); err != nil {
+		t.Fatal(err)
 	}
-	// Gone already: nothing to do.
-	if got, err := a.DeleteServer(t.Context(), cloudConfig(os), "node-1"); err != nil || got != "" {
-		t.Fatalf("second DeleteServer = %q, %v", got, err)
+	if s := os.Servers(); strings.Join(s, ",") != "node-1" || len(os.Deleted()) != 1 || os.Deleted()[0] != id {
+		t.Fatalf("servers left %v, deleted %v", s, os.Deleted())
 	}
-	// Two of one name: refused.
-	os.AddServer("twin")
-	os.AddServer("twin")
-	if _, err := a.DeleteServer(t.Context(), cloudConfig(os), "twin"); err == nil || !strings.Contains(err.Error(), "2 servers are named twin") {
-		t.Fatalf("two servers of one name: %v", err)
+	if s, err := a.GetServer(t.Context(), cloudConfig(os), id); err != nil || s != nil {
+		t.Fatalf("GetServer of a deleted server = %+v, %v", s, err)
 	}
-	if len(os.Deleted()) != 1 {
-		t.Fatalf("deleted %v", os.Deleted())
+	if err := a.DeleteServer(t.Context(), cloudConfig(os), id); err != nil {
+		t.Fatalf("deleting a server gone already: %v", err)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/esx"
 	"github.com/pitstop-dev/pitstop/internal/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 )
 
@@ -105,8 +106,14 @@ type Options struct {
 
 	// PrometheusURLAllow are the URL prefixes prometheusInstant checks may
 	// query (https://prometheus.monitoring.svc:9090/: scheme, host and
-	// port exactly, the path as a prefix); empty allows any URL.
+	// port exactly, the path as a prefix); empty allows any URL to a check
+	// without credentials, and none to a check with a bearer token or
+	// basic auth from a Secret.
 	PrometheusURLAllow []string
+	// NotifyHostAllow are the SMTP servers (host or host:port) mail
+	// notifications may log in to with a password from a Secret; empty
+	// allows none.
+	NotifyHostAllow []string
 
 	// Medik8sCompat also reconciles nodemaintenance.medik8s.io/v1beta1
 	// NodeMaintenance objects through pitstop's own (their CRD must be
@@ -125,6 +132,10 @@ type Options struct {
 	// Metal3 (with ClusterAPI) reboots the BareMetalHost of a Machine
 	// whose maintenance is approved.
 	Metal3 bool
+	// ClusterAPINamespaces (with ClusterAPI), when set, are the only
+	// namespaces whose Machines the bridge watches, and so whose kubeconfig
+	// Secrets and BareMetalHosts it reads; empty: every namespace.
+	ClusterAPINamespaces []string
 
 	// MachineAPI runs the Machine API controllers (Machine, MachineSet,
 	// nodelink, MachineHealthCheck); the machine.openshift.io CRDs must be
@@ -284,6 +295,9 @@ func (o Options) Validate() error {
 	if o.Metal3 && !o.ClusterAPI {
 		return &FlagError{"metal3", "true", "needs --cluster-api: Metal3 hosts are rebooted for Cluster API Machines"}
 	}
+	if err := validateClusterAPINamespaces(o.ClusterAPI, o.ClusterAPINamespaces); err != nil {
+		return err
+	}
 	if err := o.Webhook.validate(); err != nil {
 		return err
 	}
@@ -298,6 +312,11 @@ func (o Options) Validate() error {
 			return &FlagError{"prometheus-url-allow", prefix, err.Error()}
 		}
 	}
+	for _, host := range o.NotifyHostAllow {
+		if _, err := profilesecret.ParseHosts([]string{host}); err != nil {
+			return &FlagError{"notify-host-allow", host, err.Error()}
+		}
+	}
 	if o.NodeMaintenance.MaxConcurrentReconciles < 1 {
 		return &FlagError{"node-maintenance-concurrency", strconv.Itoa(o.NodeMaintenance.MaxConcurrentReconciles), "must be at least 1"}
 	}
@@ -306,6 +325,9 @@ func (o Options) Validate() error {
 	}
 	if o.NodeMaintenance.EvictionConcurrency < 1 {
 		return &FlagError{"eviction-concurrency", strconv.Itoa(o.NodeMaintenance.EvictionConcurrency), "must be at least 1"}
+	}
+	if err := validateEvictionBounds(o.NodeMaintenance); err != nil {
+		return err
 	}
 	if !o.LeaderElection {
 		return nil
@@ -400,7 +422,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		RenewDeadline:                 &opts.RenewDeadline,
 		RetryPeriod:                   &opts.RetryPeriod,
 		GracefulShutdownTimeout:       &opts.GracefulShutdownTimeout,
-		Cache:                         cacheOptions(opts.LeaderElectionNamespace),
+		Cache:                         clusterAPICache(cacheOptions(opts.LeaderElectionNamespace), opts.ClusterAPINamespaces),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -447,12 +469,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 	}
 	if opts.ESX {
-		if _, err := esx.Setup(mgr, esx.Options{ConfigPath: opts.ESXConfig}); err != nil {
+		if _, err := esx.Setup(mgr, esx.Options{ConfigPath: opts.ESXConfig, LeaseNamespace: opts.LeaderElectionNamespace}); err != nil {
 			return nil, fmt.Errorf("setting up the ESX integration (--esx): %w", err)
 		}
 	}
 	if opts.Kubernikus {
-		k := kubernikus.Options{ConfigPath: opts.KubernikusConfig, CloudConfigPath: opts.OpenStackCloudConfig, Accounts: accounts}
+		k := kubernikus.Options{ConfigPath: opts.KubernikusConfig, CloudConfigPath: opts.OpenStackCloudConfig, Accounts: accounts, LeaseNamespace: opts.LeaderElectionNamespace}
 		if _, err := kubernikus.Setup(mgr, k); err != nil {
 			return nil, fmt.Errorf("setting up the Kubernikus integration (--kubernikus): %w", err)
 		}
@@ -490,8 +512,12 @@ func checkDeps(mgr ctrl.Manager, opts Options, accounts *kubernikus.Accounts) (c
 	if err != nil {
 		return check.Deps{}, &FlagError{"prometheus-url-allow", strings.Join(opts.PrometheusURLAllow, ","), err.Error()}
 	}
+	mailServers, err := profilesecret.ParseHosts(opts.NotifyHostAllow)
+	if err != nil {
+		return check.Deps{}, &FlagError{"notify-host-allow", strings.Join(opts.NotifyHostAllow, ","), err.Error()}
+	}
 	return check.Deps{
-		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow,
+		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow, MailServers: mailServers,
 		Secrets: mgr.GetAPIReader(), Namespace: opts.LeaderElectionNamespace,
 		Kubernikus: kubernikus.Pools{Accounts: accounts, CloudConfigPath: opts.OpenStackCloudConfig},
 		Reader:     mgr.GetAPIReader(),

@@ -43,9 +43,10 @@ func cacheOptions(namespace string) cache.Options {
 // podSlimmer keeps what the drain plan, its blocker reports and the checks
 // read of a pod: identity, labels (PDB and skip selectors), owners
 // (DaemonSet and unmanaged pods), the mirror-pod annotation, deletion,
-// node, priority, preferred node affinity and phase. It keeps them in a
-// podcache.Pod, a quarter of the size of a corev1.Pod with the same
-// fields set; reads through the cache expand it back.
+// node, priority, preferred node affinity, phase and the tolerations of
+// NoSchedule taints (a pod that tolerates the cordon stays on the node).
+// It keeps them in a podcache.Pod, a quarter of the size of a corev1.Pod
+// with the same fields set; reads through the cache expand it back.
 //
 // Pods of one ReplicaSet, DaemonSet or Job carry equal labels and owner
 // references; the cache keeps one copy of each for all of them (on a
@@ -94,6 +95,11 @@ func (s *podSlimmer) slim(obj any) (any, error) {
 	}
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && len(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution) > 0 {
 		slim.PreferredAffinity = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	for i := range pod.Spec.Tolerations {
+		if podcache.KeepToleration(&pod.Spec.Tolerations[i]) {
+			slim.Tolerations = append(slim.Tolerations, pod.Spec.Tolerations[i])
+		}
 	}
 	return slim, nil
 }

@@ -54,6 +54,13 @@ func TestSlimPodsPlanTheSameDrain(t *testing.T) {
 		pod("bare", func(p *corev1.Pod) { p.OwnerReferences = nil }),
 		pod("dns", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" }),
 		pod("logger", func(p *corev1.Pod) { p.Spec.Priority = ptr.To[int32](2_000_001_000) }),
+		pod("everywhere", func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists},
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}}
+		}),
+		pod("not-ready-only", func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)}}
+		}),
 	}
 	slim := make([]corev1.Pod, len(full))
 	slimmer := newPodSlimmer()
@@ -66,6 +73,13 @@ func TestSlimPodsPlanTheSameDrain(t *testing.T) {
 		if len(slim[i].Spec.Containers) != 0 || slim[i].ManagedFields != nil || slim[i].Status.PodIP != "" ||
 			slim[i].Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
 			t.Errorf("slim pod %s still carries what pitstop never reads: %+v", full[i].Name, slim[i])
+		}
+		// The NoExecute tolerations the API server adds to every pod never
+		// match the cordon's NoSchedule taints: not kept.
+		for _, tol := range slim[i].Spec.Tolerations {
+			if tol.Effect == corev1.TaintEffectNoExecute {
+				t.Errorf("slim pod %s keeps the NoExecute toleration %+v", full[i].Name, tol)
+			}
 		}
 	}
 	for _, opts := range []drain.Options{{}, {DeleteUnmanaged: true, Skip: labels.SelectorFromSet(labels.Set{"keep": "yes"})}} {

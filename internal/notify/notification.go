@@ -3,10 +3,12 @@
 // is due for a node, and delivers it through Slack (incoming webhook or bot
 // token with threads), SMTP mail or a generic JSON webhook. Secrets are read
 // from the API server at send time, never cached or logged, and only those
-// labelled pitstop.dev/usable-by-profiles=true (package profilesecret).
+// labelled pitstop.dev/usable-by-profiles=true (package profilesecret); a
+// mail password goes only to an SMTP server an administrator allowed.
 package notify
 
 import (
+	"errors"
 	"fmt"
 	"text/template"
 	"time"
@@ -15,7 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 )
+
+// ErrDestinationNotAllowed says that a notification would send a Secret's
+// value to a server no administrator allowed. Retrying does not help: the
+// profile or pitstop's --notify-host-allow must change.
+var ErrDestinationNotAllowed = errors.New("refusing to send a Secret to a server not allowed")
 
 // Data is what a notification's templates see.
 type Data struct {
@@ -83,8 +91,13 @@ type Notification struct {
 }
 
 // Compile checks a notification instance and parses its templates. Errors
-// name the field under the instance ("slack.message: ...").
-func Compile(inst pitstopv1alpha1.NotificationInstance) (*Notification, error) {
+// name the field under the instance ("slack.message: ..."). A mail
+// notification that logs in with a password from a Secret is refused
+// unless its server is one of mailServers (--notify-host-allow): the
+// profile names the server, so any profile author could otherwise have
+// the password sent to a server of their own. mailServers nil: this
+// process sends no notification (pitstop explain), nothing is checked.
+func Compile(inst pitstopv1alpha1.NotificationInstance, mailServers *profilesecret.Hosts) (*Notification, error) {
 	n := &Notification{Name: inst.Name, spec: inst, texts: map[string]*template.Template{}}
 	var texts map[string]string
 	switch {
@@ -100,8 +113,13 @@ func Compile(inst pitstopv1alpha1.NotificationInstance) (*Notification, error) {
 	case inst.Mail != nil:
 		n.Plugin = PluginMail
 		texts = map[string]string{"subject": inst.Mail.Subject, "message": inst.Mail.Message}
-		if _, _, err := mailServer(inst.Mail.Address); err != nil {
+		host, port, err := mailServer(inst.Mail.Address)
+		if err != nil {
 			return nil, fmt.Errorf("mail.address: %w", err)
+		}
+		if a := inst.Mail.Auth; a != nil && mailServers != nil && !mailServers.Allows(host, port) {
+			return nil, fmt.Errorf("mail.address %q: %w: mail.auth.password (Secret %s, key %q) would be sent to %s, which is not among the SMTP servers an administrator allowed (--notify-host-allow, chart value notifyHostAllow: %s)",
+				inst.Mail.Address, ErrDestinationNotAllowed, a.Password.Name, a.Password.Key, host, mailServers)
 		}
 	case inst.Webhook != nil:
 		n.Plugin = PluginWebhook

@@ -67,7 +67,7 @@ func TestSchedules(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n, err := Compile(pitstopv1alpha1.NotificationInstance{Name: "n", Schedule: tc.schedule,
-				Webhook: &pitstopv1alpha1.WebhookNotification{Message: "hi", URL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "k"}}})
+				Webhook: &pitstopv1alpha1.WebhookNotification{Message: "hi", URL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "k"}}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestCompileRefusesWhatCannotWork(t *testing.T) {
 		{"no plugin", pitstopv1alpha1.NotificationInstance{Schedule: oneshot}, "no plugin set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Compile(tc.inst)
+			_, err := Compile(tc.inst, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Compile: %v, want an error containing %q", err, tc.want)
 			}
@@ -120,7 +120,7 @@ func TestCompileRefusesWhatCannotWork(t *testing.T) {
 func TestRenderSeesTheNodeAndWhatBlocksIt(t *testing.T) {
 	n, err := Compile(pitstopv1alpha1.NotificationInstance{Name: "n", Schedule: pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}},
 		Webhook: &pitstopv1alpha1.WebhookNotification{URL: pitstopv1alpha1.SecretKeyRef{Name: "s", Key: "k"},
-			Message: `{{ .Node.Name }} is {{ .State }} (was {{ .Previous }}) in {{ .Profile.Current }}, last moved by {{ .Profile.Last }}{{ range .Blocking }}; {{ . }}{{ end }}`}})
+			Message: `{{ .Node.Name }} is {{ .State }} (was {{ .Previous }}) in {{ .Profile.Current }}, last moved by {{ .Profile.Last }}{{ range .Blocking }}; {{ . }}{{ end }}`}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,11 +56,29 @@ func ref(key string) pitstopv1alpha1.SecretKeyRef {
 	return pitstopv1alpha1.SecretKeyRef{Name: "notify", Key: key}
 }
 
-// message compiles inst and renders it for the sample node.
+// localServers allows the test servers, all on 127.0.0.1, as mail servers.
+func localServers(t *testing.T) *profilesecret.Hosts {
+	t.Helper()
+	h, err := profilesecret.ParseHosts([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &h
+}
+
+// message compiles inst, with the test servers allowed, and renders it for
+// the sample node.
 func message(t *testing.T, inst pitstopv1alpha1.NotificationInstance) Message {
 	t.Helper()
+	return messageWith(t, inst, localServers(t))
+}
+
+// messageWith compiles inst with mailServers allowed and renders it for
+// the sample node.
+func messageWith(t *testing.T, inst pitstopv1alpha1.NotificationInstance, mailServers *profilesecret.Hosts) Message {
+	t.Helper()
 	inst.Schedule = pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}
-	n, err := Compile(inst)
+	n, err := Compile(inst, mailServers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,5 +505,61 @@ func TestOnlySecretsOptedInForProfilesAreRead(t *testing.T) {
 	}
 	if n, mails := len(rec.all()), len(mailSrv.received()); n != 4 || mails != 1 {
 		t.Errorf("%d HTTP requests and %d mails with the Secret opted in, want 4 (slack, the thread's title and reply, webhook) and 1", n, mails)
+	}
+}
+
+// TestUntrustedMailLoginOnlyToAllowed: a profile author
+// names a mail notification's SMTP server, and may name any opted-in
+// Secret as its password. Such a notification is refused unless an
+// administrator allowed the server (--notify-host-allow; none by default),
+// with an error naming the field, the server and the flag, and the server
+// is never contacted. A mail without a password still goes to any server,
+// and an allowed server gets the login.
+func TestUntrustedMailLoginOnlyToAllowed(t *testing.T) {
+	srv := startSMTP(t, true)
+	s := sender(t, map[string]string{"password": "s3cret"})
+	s.MailTLS = srv.roots
+	inst := mailInstance(srv.addr)
+	inst.Schedule = pitstopv1alpha1.NotificationSchedule{Oneshot: &pitstopv1alpha1.OneshotSchedule{}}
+	elsewhere, err := profilesecret.ParseHosts([]string{"smtp.example.com", "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, allowed := range map[string]profilesecret.Hosts{"no server allowed (the default)": {}, "other servers allowed": elsewhere} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Compile(inst, &allowed)
+			if !errors.Is(err, ErrDestinationNotAllowed) {
+				t.Fatalf("Compile: got %v, want %v", err, ErrDestinationNotAllowed)
+			}
+			for _, want := range []string{`mail.address "` + srv.addr + `"`, "mail.auth.password (Secret notify", "sent to 127.0.0.1", "--notify-host-allow"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+	if n := srv.connections(); n != 0 {
+		t.Fatalf("the server not allowed had %d connections, want none", n)
+	}
+
+	// Without a password, no Secret goes anywhere: any server, as before.
+	open := inst
+	open.Mail = inst.Mail.DeepCopy()
+	open.Mail.Auth = nil
+	if err := s.Send(t.Context(), messageWith(t, open, &profilesecret.Hosts{})); err != nil {
+		t.Fatalf("a mail without a password: %v", err)
+	}
+	// The allowed server gets the login and the mail.
+	port := srv.addr[strings.LastIndex(srv.addr, ":")+1:]
+	allowed, err := profilesecret.ParseHosts([]string{"127.0.0.1:" + port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(t.Context(), messageWith(t, mailInstance(srv.addr), &allowed)); err != nil {
+		t.Fatal(err)
+	}
+	mails := srv.received()
+	if len(mails) != 2 || mails[0].user != "" || mails[1].user != "pitstop" {
+		t.Fatalf("received %+v, want a mail without login, then one logged in as pitstop", mails)
 	}
 }

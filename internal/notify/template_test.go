@@ -44,7 +44,7 @@ func compileAndRender(t *testing.T, text, state string) (compileErr error, rende
 	go func() {
 		defer close(done)
 		var n *Notification
-		if n, compileErr = Compile(webhookInstance(text)); compileErr != nil {
+		if n, compileErr = Compile(webhookInstance(text), nil); compileErr != nil {
 			return
 		}
 		d := sample
@@ -224,7 +224,7 @@ func FuzzNotificationTemplate(f *testing.F) {
 func TestOneNotificationRendersForManyNodesAtOnce(t *testing.T) {
 	defer func(d time.Duration) { renderTimeout = d }(renderTimeout)
 	renderTimeout = time.Hour // the counts are under test, not a busy machine's clock
-	n, err := Compile(webhookInstance(`{{range 6000}}{{end}}{{ .Node.Name }}`))
+	n, err := Compile(webhookInstance(`{{range 6000}}{{end}}{{ .Node.Name }}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestOneNotificationRendersForManyNodesAtOnce(t *testing.T) {
 func TestATemplateStopsAfterItsTime(t *testing.T) {
 	defer func(d time.Duration) { renderTimeout = d }(renderTimeout)
 	renderTimeout = time.Hour // compiling on the small sample node takes what a busy machine gives it
-	n, err := Compile(webhookInstance(`{{range 1000}}` + strings.Repeat(`{{$x := $.Node.String}}`, 10) + `{{end}}`))
+	n, err := Compile(webhookInstance(`{{range 1000}}`+strings.Repeat(`{{$x := $.Node.String}}`, 10)+`{{end}}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

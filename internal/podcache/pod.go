@@ -31,6 +31,17 @@ type Pod struct {
 	// PreferredAffinity is the pod's preferred node affinity, the only
 	// part of its affinity the checks read.
 	PreferredAffinity []corev1.PreferredSchedulingTerm
+	// Tolerations are the pod's tolerations that can tolerate a NoSchedule
+	// taint (effect NoSchedule or any): the drain leaves a pod that
+	// tolerates the cordon's taints on its node. The NoExecute ones the
+	// API server adds to every pod are not kept (KeepToleration).
+	Tolerations []corev1.Toleration
+}
+
+// KeepToleration says whether the cache keeps a toleration: one that can
+// match a NoSchedule taint.
+func KeepToleration(t *corev1.Toleration) bool {
+	return t.Effect == "" || t.Effect == corev1.TaintEffectNoSchedule
 }
 
 var _ metav1.Object = &Pod{}
@@ -64,6 +75,9 @@ func (p *Pod) Expand() *corev1.Pod {
 		for i := range p.PreferredAffinity {
 			p.PreferredAffinity[i].DeepCopyInto(&out.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[i])
 		}
+	}
+	for i := range p.Tolerations {
+		out.Spec.Tolerations = append(out.Spec.Tolerations, *p.Tolerations[i].DeepCopy())
 	}
 	return out
 }

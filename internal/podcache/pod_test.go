@@ -33,6 +33,7 @@ func TestDeepCopyObjectExpandsIntoAPodOfItsOwn(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Labels: map[string]string{"app": "web"}},
 		NodeName:   "worker-0", Phase: corev1.PodRunning, Priority: &priority, PriorityClassName: "high",
 		PreferredAffinity: []corev1.PreferredSchedulingTerm{{Weight: 1}},
+		Tolerations:       []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 	}
 	pod, ok := cached.DeepCopyObject().(*corev1.Pod)
 	if !ok {
@@ -42,10 +43,14 @@ func TestDeepCopyObjectExpandsIntoAPodOfItsOwn(t *testing.T) {
 		pod.Spec.PriorityClassName != "high" || pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Weight != 1 {
 		t.Fatalf("expanded pod: %+v", pod)
 	}
+	if len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
+		t.Fatalf("expanded pod's tolerations: %+v, want the cached pod's", pod.Spec.Tolerations)
+	}
 	pod.Labels["app"] = "changed"
+	pod.Spec.Tolerations[0].Key = "changed"
 	*pod.Spec.Priority = 8
 	pod.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].Weight = 2
-	if cached.Labels["app"] != "web" || *cached.Priority != 7 || cached.PreferredAffinity[0].Weight != 1 {
+	if cached.Labels["app"] != "web" || *cached.Priority != 7 || cached.PreferredAffinity[0].Weight != 1 || cached.Tolerations[0].Key != "" {
 		t.Errorf("a change to the expanded pod reached the cached one: %+v", cached)
 	}
 	if bare := (&Pod{}).Expand(); bare.Spec.Affinity != nil || bare.Spec.Priority != nil {

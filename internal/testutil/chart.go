@@ -98,6 +98,21 @@ func DecodeObjects(stream string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// ClusterAPINamespaces are the namespaces of the Cluster API Clusters that
+// the chart, rendered with AllFeatures, serves (clusterAPI.namespaces): a
+// manager started as its ServiceAccount with ClusterAPI serves them through
+// manager.Options.ClusterAPINamespaces.
+var ClusterAPINamespaces = []string{"clusters", "dash"}
+
+// AllFeatures are the chart values that turn every feature on.
+func AllFeatures() []string {
+	return []string{
+		"machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true",
+		"clusterAPI.enabled=true", "clusterAPI.metal3=true", "clusterAPI.namespaces={" + strings.Join(ClusterAPINamespaces, ",") + "}",
+		"smcCompat.enabled=true", "kvm.alterHypervisor=true",
+	}
+}
+
 // rbacKinds are what ServiceAccountConfig applies of the chart.
 var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
@@ -108,7 +123,7 @@ var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", 
 // would. Namespaces the RBAC names are created if missing.
 func ServiceAccountConfig(t testing.TB, cfg *rest.Config, c client.Client) *rest.Config {
 	t.Helper()
-	objs := RenderChart(t, "machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "smcCompat.enabled=true")
+	objs := RenderChart(t, AllFeatures()...)
 	for _, obj := range objs {
 		if !slices.Contains(rbacKinds, obj.GetKind()) {
 			continue

@@ -208,7 +208,7 @@ func startPitstop(t *testing.T) (client.Client, string) {
 	clusterAPI(t, cluster, c)
 	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 	clustertest.StartManager(t, cluster.Config, c, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) {
-		o.DashboardAddr, o.ClusterAPI = addr, true
+		o.DashboardAddr, o.ClusterAPI, o.ClusterAPINamespaces = addr, true, testutil.ClusterAPINamespaces
 	}})
 	return c, "http://" + addr
 }

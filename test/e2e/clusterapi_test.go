@@ -121,7 +121,9 @@ func TestClusterAPIDeletionWaitsForTheWorkloadProfile(t *testing.T) {
 		})
 	}
 	start := func() *clustertest.Manager {
-		return clustertest.StartManager(t, mgmt.Config, mc, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) { o.ClusterAPI = true }})
+		return clustertest.StartManager(t, mgmt.Config, mc, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) {
+			o.ClusterAPI, o.ClusterAPINamespaces = true, testutil.ClusterAPINamespaces
+		}})
 	}
 	first := start()
 	for _, m := range machineOf {

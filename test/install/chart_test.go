@@ -30,7 +30,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
 	everything := []string{"machineAPI.enabled=true", "machineAPI.installCRDs=true", "machineAPI.providers={aws,kwok}",
-		"medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "smcCompat.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+		"medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "clusterAPI.namespaces={capi-a,capi-b}", "kvm.alterHypervisor=true", "smcCompat.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
 		"grafanaDashboard.enabled=true", "namespace.create=true"}
 	for _, tc := range []struct {
 		name  string
@@ -54,15 +54,17 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 					t.Errorf("a %s without its value", kind)
 				}
 			}
-			for role, aggregates := range map[string][]string{"pitstop-view": {"view", "edit", "admin"}, "pitstop-edit": {"edit", "admin"}} {
+			// pitstop-view aggregates into the built-in roles; pitstop-edit,
+			// which writes profiles, is bound by administrators.
+			for role, aggregates := range map[string][]string{"pitstop-view": {"view", "edit", "admin"}, "pitstop-edit": nil} {
 				r := find(objs, "ClusterRole", "", role)
 				if r == nil {
 					t.Errorf("no ClusterRole %s", role)
 					continue
 				}
-				for _, to := range aggregates {
-					if r.GetLabels()["rbac.authorization.k8s.io/aggregate-to-"+to] != "true" {
-						t.Errorf("ClusterRole %s does not aggregate to %s", role, to)
+				for _, to := range []string{"view", "edit", "admin"} {
+					if got, want := r.GetLabels()["rbac.authorization.k8s.io/aggregate-to-"+to] == "true", slices.Contains(aggregates, to); got != want {
+						t.Errorf("ClusterRole %s aggregates to %s: %v, want %v", role, to, got, want)
 					}
 				}
 			}
@@ -113,11 +115,25 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		}},
 		{"every feature on", everything, func(t *testing.T, objs []*unstructured.Unstructured) {
 			assertArgs(t, deployment(t, objs), []string{"--machine-api", "--machine-providers=aws,kwok", "--medik8s-compat",
-				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h", "--smc-compat", "--cluster-api", "--metal3"}, nil)
-			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events", "pitstop-cluster-api"} {
+				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h", "--smc-compat", "--cluster-api", "--metal3", "--cluster-api-namespaces=capi-a,capi-b"}, nil)
+			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events", "pitstop-core-alter-hypervisors"} {
 				if find(objs, "ClusterRoleBinding", "", name) == nil {
 					t.Errorf("no ClusterRoleBinding %s", name)
 				}
+			}
+			// The Cluster API bridge's grants hold in the namespaces listed.
+			for _, ns := range []string{"capi-a", "capi-b"} {
+				if find(objs, "RoleBinding", ns, "pitstop-cluster-api-namespaced") == nil {
+					t.Errorf("no RoleBinding pitstop-cluster-api-namespaced in %s", ns)
+				}
+			}
+			for _, name := range []string{"pitstop-cluster-api", "pitstop-cluster-api-namespaced"} {
+				if find(objs, "ClusterRoleBinding", "", name) != nil {
+					t.Errorf("ClusterRoleBinding %s: the Cluster API bridge is granted its Secrets and hosts in every namespace", name)
+				}
+			}
+			if find(objs, "RoleBinding", "openshift-machine-api", "pitstop-cloud-events-machines") == nil {
+				t.Error("the cloud events' Machine writes are not bound in the Machines' namespace")
 			}
 			if find(objs, "RoleBinding", "openshift-machine-api", "pitstop-aws-provider") == nil {
 				t.Error("the aws provider's Secrets role is not bound in the Machines' namespace")
@@ -204,6 +220,19 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 				t.Errorf("the manager reads the chart's flags as %v: %v", opts.PrometheusURLAllow, err)
 			}
 		}},
+		{"notifyHostAllow lets mail notifications log in to the servers listed", []string{"notifyHostAllow={smtp.example.com:587,10.0.0.25}"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			want := []string{"--notify-host-allow=smtp.example.com:587", "--notify-host-allow=10.0.0.25"}
+			assertArgs(t, deployment(t, objs), want, nil)
+			opts := manager.DefaultOptions()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			fs.StringSliceVar(&opts.NotifyHostAllow, "notify-host-allow", nil, "")
+			if err := fs.Parse(want); err != nil {
+				t.Fatal(err)
+			}
+			if err := opts.Validate(); err != nil || len(opts.NotifyHostAllow) != 2 {
+				t.Errorf("the manager reads the chart's flags as %v: %v", opts.NotifyHostAllow, err)
+			}
+		}},
 		{"an image digest wins over the tag", []string{"image.digest=sha256:" + strings.Repeat("a", 64), "image.tag=v9"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			if got := deployment(t, objs).Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/pitstop-dev/pitstop@sha256:"+strings.Repeat("a", 64) {
 				t.Errorf("image %s", got)
@@ -261,6 +290,9 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"esx.enabled=true", "esx.secretName"},
 		{"kubernikus.enabled=true", "kubernikus.secretName"},
 		{"prometheusURLAllow={prometheus.monitoring.svc:9090}", "/prometheusURLAllow/0"},
+		{"notifyHostAllow={smtp://mail.example.com}", "/notifyHostAllow/0"},
+		{"clusterAPI.enabled=true", "clusterAPI.namespaces"},
+		{"clusterAPI.namespaces={Not_A_Namespace}", "/clusterAPI/namespaces/0"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := testutil.Helm(t, "template", "pitstop", repoPath(t, "charts", "pitstop"), "--set", tc.set)

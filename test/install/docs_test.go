@@ -253,8 +253,9 @@ func assertWebhookReached(t *testing.T, c client.Client) {
 }
 
 // assertAggregated waits until the cluster's aggregation controller has
-// added the chart's pitstop-view and pitstop-edit rules to the built-in view
-// and edit roles.
+// added the chart's pitstop-view rules to the built-in view and edit roles,
+// and checks that pitstop-edit's were not (rbac.aggregateToEdit is off by
+// default).
 func assertAggregated(t *testing.T, c client.Client) {
 	t.Helper()
 	grants := func(role, verb string) bool {
@@ -269,9 +270,14 @@ func assertAggregated(t *testing.T, c client.Client) {
 		}
 		return false
 	}
-	for deadline := time.Now().Add(30 * time.Second); !(grants("view", "list") && grants("edit", "create")); time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !(grants("view", "list") && grants("edit", "list")); time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the built-in roles do not grant pitstop's objects: view lists them %v, edit creates them %v", grants("view", "list"), grants("edit", "create"))
+			t.Fatalf("the built-in roles do not grant reading pitstop's objects: view lists them %v, edit lists them %v", grants("view", "list"), grants("edit", "list"))
+		}
+	}
+	for _, role := range []string{"edit", "admin"} {
+		if grants(role, "create") {
+			t.Errorf("the built-in %s role creates pitstop's objects, though rbac.aggregateToEdit is off", role)
 		}
 	}
 }

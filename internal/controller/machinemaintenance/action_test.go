@@ -280,62 +280,42 @@ func (c *cluster) watchShrink(ms *machinev1beta1.MachineSet, from int32, old *ma
 	}
 }
 
-// TestASurgedMachineTheSetLeavesIsDeleted: a MachineSet controller that
-// ignores the deletion mark removes another Machine when the surge's
-// replica is taken off. The old Machine stays marked and in service;
-// two minutes on, pitstop deletes it itself and says so in a Warning
-// Event; the set replaces the Machine it took, and the event completes.
-func TestASurgedMachineTheSetLeavesIsDeleted(t *testing.T) {
+// wrongPick is a surge on a MachineSet whose controller the test plays,
+// one that ignores the deletion mark (removeNone: one that removes
+// nothing), driven with a fake clock up to the set shrinking back; it
+// returns the cluster, the set, the old Machine, the MachineMaintenance,
+// the clock and the set's removals so far.
+func wrongPick(t *testing.T, removeNone bool) (*cluster, *machinev1beta1.MachineSet, machinev1beta1.Machine, string, *clocktesting.FakeClock, func() []string) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := newClusterOf(t, &cluster{t: t, ns: testutil.Namespace(t, env.Client, fmt.Sprintf("wrongpick-%d", namespaces.Add(1))), noSets: true},
-		func(o *machinemaintenance.Options) { o.Clock = clk })
+	c := &cluster{t: t, ns: testutil.Namespace(t, env.Client, fmt.Sprintf("wrongpick-%d", namespaces.Add(1))), noSets: true}
+	c.removeNone.Store(removeNone)
+	newClusterOf(t, c, func(o *machinemaintenance.Options) { o.Clock = clk })
 	ms := c.newSetPlayed("workers", 3)
 	old := c.machinesOf(ms)[0]
 	name := c.retire(&old, "instance-event-w1")
 	withStartBy(t, c.ns, name)
-
-	node := &corev1.Node{}
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Name: c.ns + "-" + old.Name}, node); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, func() error {
-		_, _, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", From: pitstopv1alpha1.StateMaintenanceRequired,
-			Since: time.Now().Add(-time.Minute), Now: time.Now(), Namespace: c.ns, Client: env.Client})
-		return err
-	})
-	stepUntil := func(step pitstopv1alpha1.ActionStep, check func(*pitstopv1alpha1.MachineAction) error) {
-		t.Helper()
-		eventually(t, func() error {
-			mm, err := mmOf(t, c.ns, name)
-			if err != nil {
-				return err
-			}
-			a := mm.Status.Action
-			if a == nil || a.Step != step {
-				return fmt.Errorf("action %+v, want step %s", a, step)
-			}
-			return check(a)
-		})
-	}
-	// Marked; the clock moves past the settle: the set shrinks and the
-	// played controller removes another machine.
-	stepUntil(pitstopv1alpha1.StepDeletingMachine, func(a *pitstopv1alpha1.MachineAction) error {
+	removals := c.watchRemovals(ms)
+	askReplace(t, c, old.Name, pitstopv1alpha1.ReplaceMachineTrigger{})
+	// Marked; the clock moves past the settle: the set shrinks.
+	stepIs(t, c.ns, name, pitstopv1alpha1.StepDeletingMachine, func(a *pitstopv1alpha1.MachineAction) error {
 		if a.MarkedTime == nil {
 			return errors.New("not marked yet")
 		}
 		return nil
 	})
 	clk.Step(6 * time.Second)
-	eventually(t, func() error {
-		if left := c.machinesOf(ms); len(left) != 3 || !contains(left, old.Name) {
-			return fmt.Errorf("machines %v; want 3 with %s still there", machineNames(left), old.Name)
-		}
-		return replicasAre(t.Context(), ms, 3)
-	})
+	eventually(t, func() error { return replicasAre(t.Context(), ms, 3) })
+	return c, ms, old, name, clk, removals
+}
+
+// TestASurgedMachineTheSetLeavesIsDeleted: a MachineSet controller that
+// removes nothing when the surge's replica is taken off leaves the old
+// Machine marked and in service; two minutes on, pitstop deletes it
+// itself (the one removal of the replacement) and says so in a Warning
+// Event, and the event completes.
+func TestASurgedMachineTheSetLeavesIsDeleted(t *testing.T) {
+	c, ms, old, name, clk, removals := wrongPick(t, true)
 	// Not yet two minutes: the old machine stays.
 	clk.Step(time.Minute)
 	touch(t, c.ns, name)
@@ -358,14 +338,65 @@ func TestASurgedMachineTheSetLeavesIsDeleted(t *testing.T) {
 		}
 		return nil
 	})
-	if !hasEvent(t, c.ns, "MachineNotRemoved") {
+	if got := removals(); !slices.Equal(got, []string{old.Name}) {
+		t.Errorf("machines removed: %v, want only %s", got, old.Name)
+	}
+	if !hasEventSaying(t, c.ns, "MachineNotRemoved", "pitstop deleted it") {
+		t.Error("no MachineNotRemoved Event")
+	}
+}
+
+// TestUntrustedSurgeWhoseSetRemovedAnotherMachineRemovesNoMore: a
+// MachineSet controller that ignores the deletion mark removes another
+// Machine when the surge's replica is taken off. That was the
+// replacement's one removal: two minutes on, pitstop does not delete the
+// old Machine as well. The old Machine stays in service with its mark
+// taken off, the set is at its size, and the action fails, saying which
+// Machine the set removed, with a MachineNotRemoved Warning Event.
+func TestUntrustedSurgeWhoseSetRemovedAnotherMachineRemovesNoMore(t *testing.T) {
+	c, ms, old, name, clk, removals := wrongPick(t, false)
+	eventually(t, func() error {
+		if left := c.machinesOf(ms); len(left) != 3 || !contains(left, old.Name) {
+			return fmt.Errorf("machines %v; want 3 with %s still there", machineNames(left), old.Name)
+		}
+		return nil
+	})
+	clk.Step(3 * time.Minute)
+	touch(t, c.ns, name)
+	// Until the action ends, or the old machine goes as well.
+	eventually(t, func() error {
+		mm, err := mmOf(t, c.ns, name)
+		if err != nil || mm.Status.Phase.Finished() || gone(t, &old) == nil {
+			return err
+		}
+		return fmt.Errorf("%s is %s", name, mm.Status.Phase)
+	})
+	time.Sleep(settle)
+	got := &machinev1beta1.Machine{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&old), got); err != nil || !got.DeletionTimestamp.IsZero() {
+		t.Fatalf("machine %s was removed as well (%v): two removals for one replacement", old.Name, err)
+	}
+	if v, marked := got.Annotations[machineapi.AnnotationDeleteMachine]; marked {
+		t.Errorf("machine %s keeps its deletion mark %q", old.Name, v)
+	}
+	removed := removals()
+	if len(removed) != 1 || removed[0] == old.Name {
+		t.Errorf("machines removed: %v, want one, not %s", removed, old.Name)
+	}
+	want := fmt.Sprintf("MachineSet workers removed machine %s instead of machine %s", strings.Join(removed, ","), old.Name)
+	if mm := phaseIs(t, c.ns, name, pitstopv1alpha1.EventFailed); !strings.Contains(mm.Status.Action.Message, want) {
+		t.Errorf("message %q, want it to say %q", mm.Status.Action.Message, want)
+	}
+	c.wantAtSize(ms, 3)
+	if !hasEventSaying(t, c.ns, "MachineNotRemoved", want) {
 		t.Error("no MachineNotRemoved Event")
 	}
 }
 
 // newSetPlayed creates a MachineSet whose controller the test plays, one
 // that ignores the deletion mark: it creates Machines up to spec.replicas
-// and, above it, deletes the unmarked Machine first in name order.
+// and, above it, deletes the unmarked Machine first in name order (or
+// none, with c.removeNone).
 func (c *cluster) newSetPlayed(name string, replicas int32) *machinev1beta1.MachineSet {
 	c.t.Helper()
 	ms := c.setOf(name, replicas)
@@ -398,7 +429,7 @@ func (c *cluster) newSetPlayed(name string, replicas int32) *machinev1beta1.Mach
 					Spec: machinev1beta1.MachineSpec{ProviderSpec: machinev1beta1.ProviderSpec{Value: awsSpec()}},
 				}
 				_ = env.Client.Create(ctx, m)
-			case len(live) > want:
+			case len(live) > want && !c.removeNone.Load():
 				slices.SortFunc(live, func(a, b machinev1beta1.Machine) int { return strings.Compare(a.Name, b.Name) })
 				for i := range live {
 					if _, marked := live[i].Annotations[machineapi.AnnotationDeleteMachine]; !marked {

@@ -19,6 +19,13 @@
 // restart resumes it. Finished objects are removed after a retention
 // period. One decision engine: profiles decide when, this package does.
 //
+// A surge ends with its MachineSet at its size and at most one Machine
+// removed for it, whatever happens meanwhile (surge.go): an old Machine
+// removed by someone else leaves the new one in its place, and a new
+// Machine not Ready in time, an old one whose links stop agreeing, or the
+// object's deletion (held by a finalizer until then) has the new Machine
+// marked and removed as the set shrinks back.
+//
 // It never lets what a node writes pick what it deletes or reboots: an
 // instance reaches a Node through the Machine whose instance it is and
 // that Machine's status.nodeRef, a Machine is re-read from the API server

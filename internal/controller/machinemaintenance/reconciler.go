@@ -34,6 +34,10 @@ const (
 	// a reboot are expected to take until this cluster has done some.
 	DefaultReplaceTime = 30 * time.Minute
 	DefaultRebootTime  = 15 * time.Minute
+	// DefaultReplacementTimeout is how long a surge waits for its new
+	// Machine to run with its node Ready when the trigger sets no
+	// timeout.
+	DefaultReplacementTimeout = 20 * time.Minute
 	// actionPoll is how often a running action looks again when no watch
 	// wakes it.
 	actionPoll = 10 * time.Second
@@ -81,11 +85,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if getErr != nil {
 		return ctrl.Result{}, r.deleted(ctx, req.Namespace+"/"+req.Name, all.Items)
 	}
-	if mm.Status.Phase.Finished() {
+	if !mm.DeletionTimestamp.IsZero() {
+		return r.release(ctx, mm, all.Items, now)
+	}
+	if mm.Status.Phase.Finished() && !underWay(mm) {
 		return r.finished(ctx, mm, all.Items, now)
 	}
 	var after time.Duration
-	if mm.Status.Action != nil && !actionOver(mm.Status.Action) {
+	if busy(mm) {
 		// An action's steps act on the cluster: they are taken from the
 		// object as the API server has it, never from a cache that has
 		// not caught up with the last step (that would take it again:
@@ -96,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		mm = fresh
 	}
-	if mm.Status.Action != nil && !actionOver(mm.Status.Action) {
+	if busy(mm) {
 		wait, err := r.act(ctx, mm, all.Items, now)
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: time.Second}, nil
@@ -105,6 +112,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		after = wait
+	}
+	if mm.Status.Phase.Finished() {
+		// The event ended (the instance went, say) while the action was
+		// under way: the action runs to its end, so that a surge leaves
+		// its set at its size; the object is finished after that.
+		if after <= 0 {
+			after = time.Second // over: finished next
+		}
+		return ctrl.Result{RequeueAfter: after}, nil
 	}
 	next, err := r.plan(ctx, mm, all.Items, now)
 	if apierrors.IsConflict(err) {
@@ -145,8 +161,12 @@ func (r *Reconciler) finished(ctx context.Context, mm *pitstopv1alpha1.MachineMa
 	if err := r.signal(ctx, mm.Spec.NodeName, all, mm); err != nil {
 		return ctrl.Result{}, err
 	}
-	// The record outlives its Machine for the retention period.
+	// The record outlives its Machine for the retention period; its
+	// action is over, and with it any surge.
 	if err := r.disown(ctx, mm); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.letGo(ctx, mm); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.observe(all, now)

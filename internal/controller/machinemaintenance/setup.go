@@ -45,6 +45,9 @@ type Options struct {
 	// ReplaceTime and RebootTime are what an action is expected to take
 	// until the cluster has finished some.
 	ReplaceTime, RebootTime time.Duration
+	// ReplacementTimeout bounds a surge's wait for its new Machine when
+	// the trigger sets no timeout (default DefaultReplacementTimeout).
+	ReplacementTimeout time.Duration
 	// Outlook says what the profile engine last decided for a node, per
 	// profile: whether a transition is taken, and when a check's answer
 	// can next change by itself. Nil: no prediction (DeadlineAtRisk only
@@ -75,6 +78,9 @@ func (o *Options) defaults() {
 	}
 	if o.RebootTime <= 0 {
 		o.RebootTime = DefaultRebootTime
+	}
+	if o.ReplacementTimeout <= 0 {
+		o.ReplacementTimeout = DefaultReplacementTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -180,7 +186,14 @@ func (r *Reconciler) requests(ctx context.Context, match func(*pitstopv1alpha1.M
 	return reqs
 }
 
-// busy says whether an object's action is under way.
+// busy says whether an object's action is asked for and not over.
 func busy(mm *pitstopv1alpha1.MachineMaintenance) bool {
 	return mm.Status.Action != nil && !actionOver(mm.Status.Action)
+}
+
+// underWay says whether an object's action has started and is not over:
+// it has acted on the cluster, and runs to its end even once its event
+// has.
+func underWay(mm *pitstopv1alpha1.MachineMaintenance) bool {
+	return busy(mm) && mm.Status.Action.Step != pitstopv1alpha1.StepRequested
 }

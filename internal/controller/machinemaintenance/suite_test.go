@@ -80,6 +80,9 @@ type cluster struct {
 	hold atomic.Bool
 	// noSets leaves pitstop's MachineSet controller out: the test plays one.
 	noSets bool
+	// removeNone makes the played MachineSet controller remove nothing
+	// when its set shrinks.
+	removeNone atomic.Bool
 }
 
 func newCluster(t *testing.T, name string, edit ...func(*machinemaintenance.Options)) *cluster {

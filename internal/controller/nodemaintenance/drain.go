@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/drain"
@@ -54,10 +53,12 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 		nm.Status.StartTime = &metav1.Time{Time: s.now}
 		nm.Status.TotalPods = int32(len(s.pods))
 		nm.Status.EvictionPods = int32(plan.Remaining())
+		r.gate.startedDrain(nm.UID)
 	}
+	nm.Status.LeftPods = leftPods(plan.Skipped)
 	if plan.Done() {
 		r.drainClock.forget(nm.UID)
-		r.markDrained(nm, s.now)
+		r.markDrained(nm, plan, s.now)
 		return 0, false, nil
 	}
 	waited := r.drainClock.waited(nm, s.now)
@@ -68,8 +69,13 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	}
 
 	grace := nm.Spec.Drain.GracePeriodSeconds
+	toEvict, held, err := r.holdStale(ctx, nm, r.evicted.filter(nm.Name, plan.Evict, s.now), s.now)
+	if err != nil {
+		return 0, true, err
+	}
 	deleted := r.executor.Delete(ctx, plan.Delete, grace)
-	evicted := r.executor.Evict(ctx, r.evicted.filter(nm.Name, plan.Evict, s.now), grace)
+	evicted := r.executor.Evict(ctx, toEvict, grace)
+	r.gate.noticeUnreachable(evicted, deleted)
 	r.evicted.record(nm.Name, evicted, s.now)
 	r.evicted.record(nm.Name, deleted, s.now)
 	recordResults(evicted, deleted)
@@ -91,7 +97,7 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	if err != nil {
 		return 0, true, err
 	}
-	r.setDrainStatus(nm, plan, evicted, deleted, pdbs)
+	r.setDrainStatus(nm, plan, evicted, deleted, pdbs, held)
 	// Back off only while nothing moves: a round that evicted a pod made
 	// progress, and the next refusal is retried after the plain interval.
 	stuck := evicted.Count(drain.Refused) > 0 && evicted.Count(drain.Evicted) == 0
@@ -102,6 +108,13 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	after := requeueFor(nm, evicted, deleted, backoff, waited)
 	if stuckAfter > 0 {
 		after = min(after, stuckAfter)
+	}
+	for _, h := range held {
+		// A budget that changes wakes the drain through its watch; the
+		// end of a settle period does not.
+		if !h.until.IsZero() {
+			after = min(after, max(h.until.Sub(s.now), time.Second))
+		}
 	}
 	return after, true, nil
 }
@@ -235,9 +248,14 @@ func (c *drainClock) forget(uid types.UID) {
 	delete(c.first, uid)
 }
 
-// markDrained records the end of the drain, once.
-func (r *Reconciler) markDrained(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) {
+// markDrained records the end of the drain, once. Drained says the same
+// every time: every pod on the node has left but those the plan leaves
+// (status.leftPods), whatever came and went before.
+func (r *Reconciler) markDrained(nm *pitstopv1alpha1.NodeMaintenance, plan drain.Plan, now time.Time) {
 	reason, msg := pitstopv1alpha1.ReasonDrained, fmt.Sprintf("every pod that had to leave node %s has left", nm.Spec.NodeName)
+	if n := len(plan.Skipped); n > 0 {
+		msg += fmt.Sprintf("; %d stay (status.leftPods): %s", n, skipCounts(plan.Skipped))
+	}
 	if nm.Status.ForceDeletedPods > 0 {
 		reason = pitstopv1alpha1.ReasonDrainedByForce
 		msg = fmt.Sprintf("node %s is empty; %d pods were force-deleted past their PodDisruptionBudgets after spec.drain.timeout", nm.Spec.NodeName, nm.Status.ForceDeletedPods)
@@ -286,33 +304,9 @@ func (r *Reconciler) onTimeout(ctx context.Context, s *snapshot, plan drain.Plan
 	return retryInterval(nm), true, nil
 }
 
-// refusingPDBs finds the budget behind each refused eviction.
-func (r *Reconciler) refusingPDBs(ctx context.Context, evicted drain.Result) (map[*corev1.Pod]*policyv1.PodDisruptionBudget, error) {
-	refused := evicted.With(drain.Refused)
-	if len(refused) == 0 {
-		return nil, nil
-	}
-	byNamespace := map[string][]policyv1.PodDisruptionBudget{}
-	out := map[*corev1.Pod]*policyv1.PodDisruptionBudget{}
-	for _, res := range refused {
-		ns := res.Pod.Namespace
-		if _, ok := byNamespace[ns]; !ok {
-			list := &policyv1.PodDisruptionBudgetList{}
-			if err := r.client.List(ctx, list, client.InNamespace(ns)); err != nil {
-				return nil, fmt.Errorf("listing PodDisruptionBudgets in %s: %w", ns, err)
-			}
-			byNamespace[ns] = list.Items
-		}
-		if pdb := drain.CoveringPDB(res.Pod, byNamespace[ns]); pdb != nil {
-			out[res.Pod] = pdb
-		}
-	}
-	return out, nil
-}
-
 // setDrainStatus writes progress, pending pods, blockers and the Drained
 // condition for a drain that is not done.
-func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan drain.Plan, evicted, deleted drain.Result, pdbs map[*corev1.Pod]*policyv1.PodDisruptionBudget) {
+func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan drain.Plan, evicted, deleted drain.Result, pdbs map[*corev1.Pod]*policyv1.PodDisruptionBudget, held []heldPod) {
 	pending := plan.Pending()
 	nm.Status.PendingPods = podRefs(pending, statusListLimit)
 	if total := nm.Status.EvictionPods; total > 0 {
@@ -347,6 +341,7 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 		}
 		blockers = append(blockers, b)
 	}
+	blockers = append(blockers, heldBlockers(held)...)
 	nm.Status.Blockers = blockers[:min(len(blockers), statusListLimit)]
 	nm.Status.LastError = ""
 	if err := evicted.FirstError(); err != nil {
@@ -368,6 +363,12 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 			r.eventEvictionBlocked(nm, msg)
 		}
 		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, msg)
+	case len(held) > 0:
+		msg := heldMessage(held)
+		if !isConditionReason(nm, pitstopv1alpha1.ConditionDrained, pitstopv1alpha1.ReasonWaitingForPodDisruptionBudgetStatus) {
+			r.eventEvictionHeld(nm, msg)
+		}
+		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonWaitingForPodDisruptionBudgetStatus, msg)
 	case nm.Status.LastError != "":
 		setCondition(nm, pitstopv1alpha1.ConditionDrained, false, pitstopv1alpha1.ReasonEvictionFailed, nm.Status.LastError)
 	default:

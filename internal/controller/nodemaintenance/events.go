@@ -31,6 +31,12 @@ func (r *Reconciler) eventEvictionBlocked(nm *pitstopv1alpha1.NodeMaintenance, m
 	r.recorder.Eventf(nm, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventEvictionBlocked, "Evict", "%s", truncate(msg))
 }
 
+// eventEvictionHeld says the drain holds pods back until budgets' status
+// is current: a wait, not a fault, but one a person may look for.
+func (r *Reconciler) eventEvictionHeld(nm *pitstopv1alpha1.NodeMaintenance, msg string) {
+	r.recorder.Eventf(nm, nil, corev1.EventTypeNormal, pitstopv1alpha1.EventEvictionHeld, "Evict", "%s", truncate(msg))
+}
+
 func (r *Reconciler) eventDrained(nm *pitstopv1alpha1.NodeMaintenance, took time.Duration) {
 	r.recorder.Eventf(nm, nil, corev1.EventTypeNormal, pitstopv1alpha1.EventDrained, "Drain",
 		"node %s drained in %s", nm.Spec.NodeName, took.Round(time.Millisecond))

@@ -16,6 +16,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
@@ -36,19 +37,19 @@ const turnRetry = time.Second
 const medik8sDrainTaint = "medik8s.io/drain"
 
 // pitstopTaints are the taints a maintained node carries.
-var pitstopTaints = []corev1.Taint{
-	{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
-	{Key: pitstopv1alpha1.TaintDrain, Effect: corev1.TaintEffectNoSchedule},
-}
+// The drain plan leaves on the node the pods that tolerate them all.
+var pitstopTaints = drain.CordonTaints
 
 // reconcileCordon makes the node unschedulable and taints it, remembering
 // whether someone else had cordoned it first. A control-plane node is only
 // cordoned when enough other control-plane nodes stay Ready for quorum.
 func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Duration, bool, error) {
 	node := s.node
-	cordon := cordonFor(s.nm)
+	var before bool
+	cordon := cordonFor(s.nm, s.others, &before)
 	want := cordon(node)
 	if equality.Semantic.DeepEqual(node, want) {
+		s.nm.Status.CordonedBefore = &before
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, true, pitstopv1alpha1.ReasonCordoned, fmt.Sprintf("node %s is unschedulable and tainted %s", node.Name, pitstopv1alpha1.TaintDrain))
 		return 0, false, nil
 	}
@@ -72,6 +73,9 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 		}
 	}
 	want, _, err := r.patchNode(ctx, node, cordon)
+	if err == nil {
+		s.nm.Status.CordonedBefore = &before
+	}
 	if err != nil {
 		s.nm.Status.LastError = fmt.Sprintf("cordoning node %s: %v", node.Name, err)
 		setCondition(s.nm, pitstopv1alpha1.ConditionCordoned, false, pitstopv1alpha1.ReasonCordonFailed, s.nm.Status.LastError)
@@ -146,14 +150,45 @@ func mergeNodes(a, b []corev1.Node) []corev1.Node {
 // maintains, which the other medik8s components and workloads read.
 var medik8sTaints = []corev1.Taint{{Key: medik8sDrainTaint, Effect: corev1.TaintEffectNoSchedule}}
 
-// cordonFor is cordoned for nm: with medik8s' taint as well when nm was
-// made for a medik8s NodeMaintenance (of either API).
-func cordonFor(nm *pitstopv1alpha1.NodeMaintenance) func(*corev1.Node) *corev1.Node {
-	if src := nm.Labels[pitstopv1alpha1.LabelSource]; src != pitstopv1alpha1.SourceMedik8s && src != pitstopv1alpha1.SourceKubevirt {
-		return cordoned
+// cordonedBefore says whether nm's node was cordoned by someone else
+// before pitstop cordoned it. It is decided once, when nm first cordons the
+// node, and kept in nm's status: the node's annotation
+// AnnotationCordonedBefore is a copy for people and tools, which anyone
+// who may patch the node (its own kubelet too) can change, so the restore
+// goes by the status. A node pitstop has cordoned already (its drain taint
+// is on it) keeps the record of the NodeMaintenance that cordoned it
+// first; without one (a reconcile cut off between the cordon and its
+// status write) the annotation is taken, and anything but "false" keeps
+// the cordon.
+func cordonedBefore(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node, others []pitstopv1alpha1.NodeMaintenance) bool {
+	if v := nm.Status.CordonedBefore; v != nil {
+		return *v
 	}
+	if nodeview.HasTaint(node, pitstopv1alpha1.TaintDrain) {
+		for i := range others {
+			if v := others[i].Status.CordonedBefore; v != nil && others[i].DeletionTimestamp.IsZero() {
+				return *v
+			}
+		}
+		if v, ok := node.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; ok {
+			return v != "false"
+		}
+	}
+	return node.Spec.Unschedulable && !nodeview.HasTaint(node, medik8sDrainTaint)
+}
+
+// cordonFor is cordoned for nm: with medik8s' taint as well when nm was
+// made for a medik8s NodeMaintenance (of either API). It decides the record
+// of the cordon from the node it is given (the API server's copy, when the
+// one read was stale) and leaves it in before.
+func cordonFor(nm *pitstopv1alpha1.NodeMaintenance, others []pitstopv1alpha1.NodeMaintenance, before *bool) func(*corev1.Node) *corev1.Node {
+	medik8s := nm.Labels[pitstopv1alpha1.LabelSource] == pitstopv1alpha1.SourceMedik8s || nm.Labels[pitstopv1alpha1.LabelSource] == pitstopv1alpha1.SourceKubevirt
 	return func(node *corev1.Node) *corev1.Node {
-		want := cordoned(node)
+		*before = cordonedBefore(nm, node, others)
+		want := cordoned(node, *before)
+		if !medik8s {
+			return want
+		}
 		for _, t := range medik8sTaints {
 			if !nodeview.HasTaint(want, t.Key) {
 				want.Spec.Taints = append(want.Spec.Taints, t)
@@ -164,17 +199,15 @@ func cordonFor(nm *pitstopv1alpha1.NodeMaintenance) func(*corev1.Node) *corev1.N
 }
 
 // cordoned returns the node as maintenance wants it: unschedulable, with
-// pitstop's taints, marked as down on purpose, and with a record of whether
-// it was cordoned before pitstop came (kept from the first cordon).
-func cordoned(node *corev1.Node) *corev1.Node {
+// pitstop's taints, marked as down on purpose, and with the record of
+// whether it was cordoned before pitstop came (before, as cordonedBefore
+// decided it; a record someone changed on the node is written back).
+func cordoned(node *corev1.Node, before bool) *corev1.Node {
 	want := node.DeepCopy()
 	if want.Annotations == nil {
 		want.Annotations = map[string]string{}
 	}
-	if _, ok := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]; !ok {
-		before := node.Spec.Unschedulable && !nodeview.HasTaint(node, medik8sDrainTaint)
-		want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = strconv.FormatBool(before)
-	}
+	want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] = strconv.FormatBool(before)
 	if want.Labels == nil {
 		want.Labels = map[string]string{}
 	}
@@ -192,32 +225,45 @@ func cordoned(node *corev1.Node) *corev1.Node {
 // pitstop came stays cordoned (and keeps the standard unschedulable taint,
 // which belongs to the cordon); an Event says why.
 func (r *Reconciler) restoreNode(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) error {
-	_, wrote, err := r.patchNode(ctx, node, restored)
+	_, wrote, err := r.patchNode(ctx, node, func(node *corev1.Node) *corev1.Node { return restored(nm, node) })
 	if err != nil {
 		return fmt.Errorf("restoring node %s: %w", node.Name, err)
 	}
 	if wrote {
-		r.eventRestored(nm, node, node.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] == "true")
+		r.eventRestored(nm, node, !liftsCordon(nm, node))
 	}
 	return nil
 }
 
-// restored returns the node as it was before maintenance.
-func restored(node *corev1.Node) *corev1.Node {
+// restored returns nm's node as it was before maintenance.
+func restored(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) *corev1.Node {
 	want := node.DeepCopy()
-	before, recorded := want.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]
+	lift := liftsCordon(nm, node)
 	delete(want.Annotations, pitstopv1alpha1.AnnotationCordonedBefore)
 	delete(want.Labels, pitstopv1alpha1.LabelExcludeFromRemediation)
 	want.Spec.Taints = withoutTaint(want.Spec.Taints, pitstopv1alpha1.TaintDrain)
 	want.Spec.Taints = withoutTaint(want.Spec.Taints, medik8sDrainTaint)
-	// Without the record the node was restored already (a reconcile that
-	// restored it and then lost a conflict on the finalizer), or pitstop never
-	// cordoned it: either way the cordon is not pitstop's to lift.
-	if recorded && before != "true" {
+	if lift {
 		want.Spec.Unschedulable = false
 		want.Spec.Taints = withoutTaint(want.Spec.Taints, corev1.TaintNodeUnschedulable)
 	}
 	return want
+}
+
+// liftsCordon says whether restoring nm's node lifts its cordon: only when
+// the cordon is pitstop's, by nm's record of the first cordon (the node's
+// annotation only for a NodeMaintenance that has none, written before the
+// record was kept there), and while pitstop's marks (the annotation or its
+// drain taint) are still on the node. Without them the node was restored
+// already (a reconcile that restored it and then lost a conflict on the
+// finalizer), or pitstop never cordoned it: either way the cordon is not
+// pitstop's to lift.
+func liftsCordon(nm *pitstopv1alpha1.NodeMaintenance, node *corev1.Node) bool {
+	note, noted := node.Annotations[pitstopv1alpha1.AnnotationCordonedBefore]
+	if v := nm.Status.CordonedBefore; v != nil {
+		return !*v && (noted || nodeview.HasTaint(node, pitstopv1alpha1.TaintDrain))
+	}
+	return noted && note == "false"
 }
 
 // nodeLock is what cordoned and restored read beyond what they change:

@@ -266,7 +266,13 @@ func TestRestartMidDrainFinishes(t *testing.T) {
 	first.Stop()
 
 	setAllowed(t, budget, 3)
-	startManager(t, true)
+	// The new manager takes the drain over: it trusts the budget's status,
+	// which changed while no manager ran, once --pdb-status-settle has
+	// passed (shortened here), or once the status changes again.
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{Webhook: true, Tune: func(o *manager.Options) {
+		o.NodeMaintenance.BudgetSettle = 3 * time.Second
+	}})
+	awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonWaitingForPodDisruptionBudgetStatus, 3*time.Second)
 	after := awaitCondition(t, nm, condDrained, metav1.ConditionTrue, pitstopv1alpha1.ReasonDrained, 15*time.Second)
 	if !after.Status.StartTime.Equal(before.Status.StartTime) || after.Status.EvictionPods != 3 {
 		t.Errorf("the restart began a new drain: startTime %v → %v, evictionPods %d", before.Status.StartTime, after.Status.StartTime, after.Status.EvictionPods)

@@ -34,6 +34,16 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// EvictionConcurrency bounds the evictions in flight for one node.
 	EvictionConcurrency int
+	// Evictions bound the evictions and pod deletions of every drain
+	// together: in flight at once, and started a second.
+	Evictions drain.LimiterOptions
+	// BudgetSettle is how long after a gap in this process's view of the
+	// API server (or after it started, for a drain it took over) a
+	// PodDisruptionBudget that allows disruptions and whose status has not
+	// changed since is trusted again; until then the pods it covers are not
+	// evicted. 0 trusts it at
+	// once; a budget whose observedGeneration lags is never trusted.
+	BudgetSettle time.Duration
 	// LeaseNamespace holds the Lease through which the managers of the
 	// cluster take turns to check quorum and cordon a control-plane node.
 	LeaseNamespace string
@@ -44,7 +54,13 @@ type Options struct {
 
 // DefaultOptions are the controller's defaults.
 func DefaultOptions() Options {
-	return Options{MaxConcurrentReconciles: 10, EvictionConcurrency: 100, LeaseNamespace: "pitstop-system"}
+	return Options{
+		MaxConcurrentReconciles: 10,
+		EvictionConcurrency:     100,
+		Evictions:               drain.LimiterOptions{InFlight: 100, Rate: 200, Burst: 100},
+		BudgetSettle:            30 * time.Second,
+		LeaseNamespace:          "pitstop-system",
+	}
 }
 
 // Reconciler drives NodeMaintenance objects.
@@ -63,6 +79,8 @@ type Reconciler struct {
 	writes *writePacer
 	// drainClock counts how long each drain has waited.
 	drainClock *drainClock
+	// gate holds back evictions against budgets whose status may be stale.
+	gate *budgetGate
 	// controlPlane serializes the quorum check and the cordon of
 	// control-plane nodes in this process, so that two reconciles cannot
 	// each take one down on the same count; turns does it across processes.
@@ -249,6 +267,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, nm *pitstopv1alpha1.No
 	}
 	r.evicted.forget(nm.Name)
 	r.writes.forget(nm.Name)
+	r.gate.forget(nm.UID)
 	controllerutil.RemoveFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance)
 	if err := r.client.Update(ctx, nm); err != nil && !apierrors.IsNotFound(err) {
 		if apierrors.IsConflict(err) {

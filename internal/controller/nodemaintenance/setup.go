@@ -61,13 +61,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		client:     mgr.GetClient(),
 		apiReader:  mgr.GetAPIReader(),
 		recorder:   mgr.GetEventRecorder("pitstop-" + controllerName),
-		executor:   &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency},
+		executor:   &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency, Limiter: drain.NewLimiter(opts.Evictions)},
 		clock:      opts.Clock,
 		opts:       opts,
 		evicted:    newExpectations(),
 		writes:     newWritePacer(),
 		drainClock: newDrainClock(),
 		turns:      budget.NewSlots(mgr, opts.LeaseNamespace),
+		gate:       newBudgetGate(opts.Clock, opts.BudgetSettle),
+	}
+	if err := r.gate.watchBudgets(ctx, mgr); err != nil {
+		return err
 	}
 	if err := pitstopmetrics.Replace(newMaintenancesCollector(mgr.GetClient(), r.clock)); err != nil {
 		return err
@@ -81,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&pitstopv1alpha1.NodeMaintenance{}, handler.Funcs{CreateFunc: startFirst, UpdateFunc: restoreFirst}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForPod), builder.WithPredicates(ctrlPredicate(podChanged))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForNode), builder.WithPredicates(ctrlPredicate(nodeChanged))).
-		Watches(&policyv1.PodDisruptionBudget{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesBlockedBy), builder.WithPredicates(ctrlPredicate(budgetChanged))).
+		Watches(&policyv1.PodDisruptionBudget{}, r.budgetEvents()).
 		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
 		Complete(r)
 }
@@ -232,9 +236,4 @@ func equalExcept(a, b map[string]string, key string) bool {
 		}
 	}
 	return true
-}
-
-// budgetChanged: a budget that allows more disruptions may unblock a drain.
-func budgetChanged(old, new *policyv1.PodDisruptionBudget) bool {
-	return new.Status.DisruptionsAllowed > old.Status.DisruptionsAllowed
 }

@@ -1,11 +1,17 @@
 package nodemaintenance
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/drain"
 )
 
 // setCondition sets one condition; its transition time changes only when
@@ -95,4 +101,33 @@ func onlyProgress(a, b pitstopv1alpha1.NodeMaintenanceStatus) bool {
 		}
 	}
 	return true
+}
+
+// leftPods are the pods the plan leaves on the node, bounded for status.
+func leftPods(skipped []drain.Skipped) []pitstopv1alpha1.LeftPod {
+	if len(skipped) == 0 {
+		return nil
+	}
+	out := make([]pitstopv1alpha1.LeftPod, 0, min(len(skipped), statusListLimit))
+	for _, s := range skipped[:min(len(skipped), statusListLimit)] {
+		out = append(out, pitstopv1alpha1.LeftPod{
+			Pod:    pitstopv1alpha1.PodReference{Namespace: s.Pod.Namespace, Name: s.Pod.Name},
+			Reason: string(s.Reason),
+		})
+	}
+	return out
+}
+
+// skipCounts says how many pods stay for each reason: "2 DaemonSet, 1
+// ToleratesCordon".
+func skipCounts(skipped []drain.Skipped) string {
+	counts := map[drain.SkipReason]int{}
+	for _, s := range skipped {
+		counts[s.Reason]++
+	}
+	parts := make([]string, 0, len(counts))
+	for _, reason := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[reason], reason))
+	}
+	return strings.Join(parts, ", ")
 }

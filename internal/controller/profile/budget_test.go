@@ -165,8 +165,16 @@ func TestSlotStalenessAsksTheAPIServerOnlyWhenTheCacheCannotTell(t *testing.T) {
 
 	reads := &atomic.Int32{}
 	cache := staleNodes{Client: env.Client, nodes: map[string]*corev1.Node{"slot-late": lagging}}
-	stale := profile.NewBareReconciler(cache, countingReader{Reader: env.Client, reads: reads}).SlotStale(t.Context(), time.Now())
-	lease := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}}}
+	r := profile.NewBareReconciler(cache, countingReader{Reader: env.Client, reads: reads}).WithSlots(&budget.Slots{Client: env.Client, Namespace: "unused"})
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "slot", ResourceVersion: "1"},
+		Spec:       coordinationv1.LeaseSpec{AcquireTime: &metav1.MicroTime{Time: time.Now().Add(-time.Hour)}},
+	}
+	// This replica saw the slot as it is an hour ago: past the grace.
+	if r.SlotStale(t.Context(), time.Now().Add(-time.Hour))("slot-out", lease) || reads.Load() > 0 {
+		t.Fatal("a slot first seen now is stale, or its holder was read within the grace")
+	}
+	stale := r.SlotStale(t.Context(), time.Now())
 	for _, tc := range []struct {
 		holder    string
 		stale     bool
@@ -574,8 +582,11 @@ func TestTheSweepGivesBackTheSlotsOfADeletedProfilesBudget(t *testing.T) {
 			t.Fatalf("taking a slot for %s: %v, %v", holder, ok, err)
 		}
 	}
-	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{}) // sweeps at start
-	testutil.Eventually(t, 10*time.Second, 100*time.Millisecond, func() error {
+	// The manager sweeps at start and every 5 s; a slot is stale once it
+	// has seen it unchanged for the 15 s grace, however old the slot's own
+	// times say it is.
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	testutil.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 		if held := slotsHeldBy(t, "swept-out-0"); held != 0 {
 			return fmt.Errorf("swept-out-0, not under maintenance, still holds %d slots of a deleted profile's budget", held)
 		}

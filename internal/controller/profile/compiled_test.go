@@ -23,9 +23,10 @@ import (
 // it as the controller does, and validates it as the webhook does. compile
 // returns a profile or an error, never both; it leaves its input as it
 // was; the webhook refuses exactly what does not compile, as a bad
-// request. A profile that compiles has no duration that did not parse, and
-// every check, trigger and notification its transitions and states name
-// is built, so the reconciler finds each one it looks up.
+// request (and what is past the CRD's limits, as invalid). A profile that
+// compiles has no duration that did not parse, and every check, trigger
+// and notification its transitions and states name is built, so the
+// reconciler finds each one it looks up.
 func FuzzCompile(f *testing.F) {
 	for _, seed := range profileSeeds(f) {
 		f.Add(seed)
@@ -46,6 +47,16 @@ func FuzzCompile(f *testing.F) {
 		}
 		_, createErr := v.ValidateCreate(t.Context(), &p)
 		_, updateErr := v.ValidateUpdate(t.Context(), before, &p)
+		if len(boundsErrors(&p)) > 0 {
+			// Past the CRD's limits: the API server refuses it before the
+			// webhook, which refuses it too, without compiling it.
+			for _, werr := range []error{createErr, updateErr} {
+				if !apierrors.IsInvalid(werr) {
+					t.Fatalf("a profile past the CRD's limits: the webhook answered %v, want it refused as invalid", werr)
+				}
+			}
+			return
+		}
 		for _, werr := range []error{createErr, updateErr} {
 			if (werr == nil) != (err == nil) || werr != nil && !apierrors.IsBadRequest(werr) {
 				t.Fatalf("compile: %v; the webhook: %v, want the same verdict as a bad request", err, werr)

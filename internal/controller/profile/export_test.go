@@ -96,9 +96,13 @@ func BudgetKey(p *pitstopv1alpha1.MaintenanceProfile, checkName string, node *co
 	if err != nil {
 		return budget.Key{}, err
 	}
-	b, ok := admission.BudgetOf(c.Admission(), checkName, node, time.Time{})
+	b, ok := admission.BudgetOf(c.Admission(), checkName, node)
 	if !ok {
 		return budget.Key{}, fmt.Errorf("check %s of %s is no budget", checkName, p.Name)
 	}
 	return b.Key, nil
 }
+
+// LatestWarnings is the engine's Event recorder over r: a Warning whose
+// message changed is an Event of its own.
+func LatestWarnings(r events.EventRecorder) events.EventRecorder { return latestWarnings{r} }

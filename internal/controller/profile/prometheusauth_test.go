@@ -15,6 +15,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/engine"
+	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -66,7 +67,10 @@ func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 		p.Spec.States.Operational.Transitions[0].Check = "reboot_needed && healthy"
 		return p
 	}
-	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{AsServiceAccount: true})
+	// A check's credentials go only to a URL an administrator allowed.
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{AsServiceAccount: true, Tune: func(o *manager.Options) {
+		o.PrometheusURLAllow = []string{prom.URL + "/"}
+	}})
 	testutil.Create(t, env.Client, gated("prom-auth", "prom-opted-in", "vector(1)"), gated("prom-unlabelled", "prom-not-opted-in", "vector(2)"))
 	for _, pool := range []string{"prom-auth", "prom-unlabelled"} {
 		testutil.Create(t, env.Client, testutil.Node(pool+"-0", testutil.WithLabels(map[string]string{"pool": pool}),

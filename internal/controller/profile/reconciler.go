@@ -30,7 +30,11 @@ const (
 	failureRetryFirst = time.Second
 	failureRetryMax   = 5 * time.Minute
 	conflictRetry     = 100 * time.Millisecond
-	slotSweepInterval = 15 * time.Second
+	// slotSweepInterval is a third of the slots' grace: a slot is judged
+	// stale only once this replica has watched it unchanged for the grace
+	// (budget.Slots.Unchanged), so a slot left behind is given back within
+	// the grace and one interval of this replica first seeing it.
+	slotSweepInterval = 5 * time.Second
 )
 
 // Reconciler moves one node at a time through its profiles' states.

@@ -65,7 +65,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	r := &Reconciler{
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
-		recorder:  mgr.GetEventRecorder("pitstop-profile"),
+		recorder:  latestWarnings{mgr.GetEventRecorder("pitstop-profile")},
 		slots:     budget.NewSlots(mgr, opts.LeaseNamespace),
 		clock:     clock.RealClock{},
 		profiles:  fleet.NewRegistry(opts.Checks),

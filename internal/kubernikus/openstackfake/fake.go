@@ -1,7 +1,7 @@
 // Package openstackfake is a local endpoint that speaks the wire format
 // of the OpenStack APIs pitstop's Kubernikus integration calls: Keystone
 // v3 password tokens with a service catalog, Nova's server list and
-// delete, and the Kubernikus API's cluster. Tests drive it through the
+// show and delete, and the Kubernikus API's cluster. Tests drive it through the
 // real client library (gophercloud), as the real services would be.
 package openstackfake
 
@@ -40,6 +40,7 @@ type Server struct {
 	tokens   map[string]bool
 	logins   int
 	servers  map[string]string // id → name
+	metadata map[string]map[string]string
 	deleted  []string
 	clusters map[string][]NodePool
 	// catalogKubernikus puts Kubernikus in the catalog.
@@ -48,10 +49,11 @@ type Server struct {
 
 // New starts a fake for account, stopped at the end of the test.
 func New(t testing.TB, account Account) *Server {
-	s := &Server{account: account, tokens: map[string]bool{}, servers: map[string]string{}, clusters: map[string][]NodePool{}, catalogKubernikus: true}
+	s := &Server{account: account, tokens: map[string]bool{}, servers: map[string]string{}, metadata: map[string]map[string]string{}, clusters: map[string][]NodePool{}, catalogKubernikus: true}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /identity/v3/auth/tokens", s.token)
 	mux.HandleFunc("GET /compute/v2.1/servers/detail", s.authed(s.listServers))
+	mux.HandleFunc("GET /compute/v2.1/servers/{id}", s.authed(s.showServer))
 	mux.HandleFunc("DELETE /compute/v2.1/servers/{id}", s.authed(s.deleteServer))
 	mux.HandleFunc("GET /kubernikus/api/v1/clusters/{name}", s.authed(s.cluster))
 	srv := httptest.NewServer(mux)
@@ -70,6 +72,14 @@ func (s *Server) AddServer(name string) string {
 	id := newID()
 	s.servers[id] = name
 	return id
+}
+
+// SetMetadata sets the metadata of the server with ID id, as Kubernikus
+// sets kubernikus:kluster and kubernikus:nodepool on its nodes' servers.
+func (s *Server) SetMetadata(id string, metadata map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.metadata[id] = metadata
 }
 
 // Servers are the names of the servers, sorted.
@@ -223,14 +233,36 @@ func (s *Server) listServers(w http.ResponseWriter, r *http.Request) {
 		if match != nil && !match.MatchString(name) {
 			continue
 		}
-		list = append(list, map[string]any{
-			"id": id, "name": name, "status": "ACTIVE", "tenant_id": s.account.Project,
-			"created": "2026-11-01T00:00:00Z", "updated": "2026-11-01T00:00:00Z",
-			"links": []map[string]any{{"rel": "self", "href": s.URL + "/compute/v2.1/servers/" + id}},
-		})
+		list = append(list, s.server(id, name))
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i]["name"].(string) < list[j]["name"].(string) })
 	reply(w, http.StatusOK, map[string]any{"servers": list})
+}
+
+// server is a server as Nova shows it; the caller holds s.mu.
+func (s *Server) server(id, name string) map[string]any {
+	metadata := s.metadata[id]
+	if metadata == nil {
+		metadata = map[string]string{}
+	}
+	return map[string]any{
+		"id": id, "name": name, "status": "ACTIVE", "tenant_id": s.account.Project, "metadata": metadata,
+		"created": "2026-11-01T00:00:00Z", "updated": "2026-11-01T00:00:00Z",
+		"links": []map[string]any{{"rel": "self", "href": s.URL + "/compute/v2.1/servers/" + id}},
+	}
+}
+
+// showServer is Nova's GET /servers/{id}.
+func (s *Server) showServer(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name, ok := s.servers[id]
+	if !ok {
+		fault(w, http.StatusNotFound, "Instance "+id+" could not be found.")
+		return
+	}
+	reply(w, http.StatusOK, map[string]any{"server": s.server(id, name)})
 }
 
 // deleteServer is Nova's DELETE /servers/{id}.

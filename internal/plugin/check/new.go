@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/profilesecret"
 )
 
 // Deps are the outside services checks may need.
@@ -17,8 +18,16 @@ type Deps struct {
 	// with such a check is refused when it is nil.
 	Prometheus Prometheus
 	// PrometheusURLs, when not empty, are the only URLs prometheusInstant
-	// checks may query: a profile naming another is refused.
+	// checks may query: a profile naming another is refused. A check that
+	// sends credentials from a Secret needs its URL under one of them,
+	// empty or not (where Secrets is set).
 	PrometheusURLs URLPrefixes
+	// MailServers are the SMTP servers mail notifications may log in to
+	// with a password from a Secret (--notify-host-allow). A profile's
+	// checks and notifications are compiled together, so the list travels
+	// with the checks' services; it is enforced where Secrets is set, the
+	// processes that send.
+	MailServers profilesecret.Hosts
 	// Secrets reads the Secrets that prometheusInstant checks take their
 	// credentials from, in Namespace (pitstop's own), only those opted in
 	// (profilesecret.Read). It should read from the API server, not a

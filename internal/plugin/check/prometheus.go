@@ -86,6 +86,9 @@ func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, deps Deps
 	if p.auth, err = newAuth(cfg, deps); err != nil {
 		return nil, err
 	}
+	if err := deps.PrometheusURLs.allowCredentials(u, p.auth, deps.Secrets != nil); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 

@@ -120,7 +120,11 @@ func authCheck(t *testing.T, address string, secrets client.Reader, edit func(*p
 	t.Helper()
 	inst := promCheck(address, "up", ">=", "1")
 	edit(inst.PrometheusInstant)
-	c, err := New(inst, Deps{Prometheus: NewPrometheusClient(), Secrets: secrets, Namespace: pitstopNamespace})
+	allow, err := ParseURLPrefixes([]string{address + "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(inst, Deps{Prometheus: NewPrometheusClient(), PrometheusURLs: allow, Secrets: secrets, Namespace: pitstopNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,5 +439,72 @@ func TestPrometheusInstantWithoutSecretsSaysSo(t *testing.T) {
 	}
 	if seen := prom.seen(); len(seen) != 0 {
 		t.Errorf("Prometheus got %d queries, want none", len(seen))
+	}
+}
+
+// TestUntrustedPrometheusCredentialsGoOnlyToAllowedURLs: a profile author
+// names the URL of a prometheusInstant check, and may name any opted-in
+// Secret as its bearer token or basic auth. Such a check is refused unless
+// an administrator allowed its URL (--prometheus-url-allow), also when the
+// list is empty, which still lets checks without credentials query any
+// URL; the refusal names the field, the host and the flag, and nothing
+// reaches the server. An allowed URL gets the token. pitstop explain,
+// which reads no Secret (Secrets nil), still builds the check.
+func TestUntrustedPrometheusCredentialsGoOnlyToAllowedURLs(t *testing.T) {
+	evil := bearerPrometheus(t)
+	secrets := secretsOf(secret("prom-auth", true, map[string]string{"token": token, "password": password}))
+	host := strings.TrimPrefix(evil.URL, "http://")
+	build := func(allow []string, reader client.Reader, edit func(*pitstopv1alpha1.PrometheusInstantCheck)) (Check, error) {
+		prefixes, err := ParseURLPrefixes(allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst := promCheck(evil.URL, "up", ">=", "1")
+		edit(inst.PrometheusInstant)
+		return New(inst, Deps{Prometheus: NewPrometheusClient(), PrometheusURLs: prefixes, Secrets: reader, Namespace: pitstopNamespace})
+	}
+	for name, tc := range map[string]struct {
+		allow []string
+		edit  func(*pitstopv1alpha1.PrometheusInstantCheck)
+		field string
+	}{
+		"a bearer token with no URL allowed":           {nil, withBearer("prom-auth", "token"), "bearerToken (Secret prom-auth"},
+		"basic auth with no URL allowed":               {nil, withBasicAuth("pitstop", "prom-auth", "password"), "basicAuth.password (Secret prom-auth"},
+		"a bearer token to a URL another host's":       {[]string{"https://prometheus.monitoring.svc:9090/"}, withBearer("prom-auth", "token"), "is not under a Prometheus URL this pitstop allows"},
+		"a bearer token to an allowed host, elsewhere": {[]string{evil.URL + "/prometheus"}, withBearer("prom-auth", "token"), "is not under a Prometheus URL this pitstop allows"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := build(tc.allow, secrets, tc.edit)
+			if err == nil || !strings.HasPrefix(err.Error(), `prometheusInstant.url`) || !strings.Contains(err.Error(), tc.field) ||
+				!strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), "--prometheus-url-allow") {
+				t.Fatalf("got %v, want a refusal naming the field, the host %s and --prometheus-url-allow", err, host)
+			}
+			assertHidden(t, err)
+		})
+	}
+	if seen := evil.seen(); len(seen) != 0 {
+		t.Fatalf("the server not allowed was sent %d queries, with Authorization %q", len(seen), seen)
+	}
+
+	// Without credentials, an empty list still allows any URL, as before.
+	if _, err := build(nil, secrets, func(*pitstopv1alpha1.PrometheusInstantCheck) {}); err != nil {
+		t.Errorf("a check without credentials: %v", err)
+	}
+	// pitstop explain reads no Secret and so sends none.
+	if _, err := build(nil, nil, withBearer("prom-auth", "token")); err != nil {
+		t.Errorf("without a Secrets reader: %v", err)
+	}
+	// An allowed URL gets the token.
+	c, err := build([]string{evil.URL + "/"}, secrets, withBearer("prom-auth", "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := evaluateAt(t, c, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertResult(t, got, Result{Passed: true, Reason: "up is 1, >= 1"})
+	if seen := evil.seen(); len(seen) != 1 || seen[0] != "Bearer "+token {
+		t.Errorf("the allowed server saw %q, want the bearer token once", seen)
 	}
 }

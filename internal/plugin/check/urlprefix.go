@@ -12,7 +12,10 @@ import (
 // the manager's --prometheus-url-allow. A check queries from inside the
 // cluster, with pitstop's network reach, whatever URL its profile's author
 // names; an allow-list keeps it to the Prometheus servers an operator
-// chose. Empty allows every URL.
+// chose. Empty allows every URL to a check that sends no credentials; one
+// that sends a bearer token or basic auth from a Secret needs its URL under
+// a prefix, so that no profile author has an opted-in Secret sent to a
+// server of their own.
 type URLPrefixes []urlPrefix
 
 // urlPrefix is one allowed prefix: scheme, host and port match exactly,
@@ -65,6 +68,29 @@ func (p URLPrefixes) allow(u *url.URL) error {
 		}
 	}
 	return fmt.Errorf("%q %w (--prometheus-url-allow: %s)", u.Redacted(), errURLNotAllowed, p)
+}
+
+// errCredentialsNotAllowed says that a check would send a Secret's value to
+// a URL no administrator allowed.
+var errCredentialsNotAllowed = errors.New("refusing to send a Secret to a Prometheus URL not allowed")
+
+// allowCredentials refuses a check that sends credentials (a nil: none) to
+// u unless u is under a prefix: with no prefixes, every such check is
+// refused. sends is false where no Secret is read (pitstop explain), and
+// nothing is checked.
+func (p URLPrefixes) allowCredentials(u *url.URL, a *auth, sends bool) error {
+	if a == nil || !sends {
+		return nil
+	}
+	if len(p) > 0 && p.allow(u) == nil {
+		return nil
+	}
+	allowed := p.String()
+	if allowed == "" {
+		allowed = "none"
+	}
+	return fmt.Errorf("url %q: %w: %s (Secret %s, key %q) would be sent to %s, which is under no prefix an administrator allowed for credentials (--prometheus-url-allow, chart value prometheusURLAllow: %s)",
+		u.Redacted(), errCredentialsNotAllowed, a.field, a.ref.Name, a.ref.Key, u.Host, allowed)
 }
 
 // String lists the prefixes as they were given.

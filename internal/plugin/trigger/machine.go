@@ -52,7 +52,7 @@ func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string
 	if t.spec.Surge != nil {
 		surge = *t.spec.Surge
 	}
-	action := pitstopv1alpha1.MachineAction{Type: pitstopv1alpha1.ActionReplace, Surge: surge, ControlPlane: controlPlane}
+	action := pitstopv1alpha1.MachineAction{Type: pitstopv1alpha1.ActionReplace, Surge: surge, ControlPlane: controlPlane, Timeout: t.spec.Timeout}
 	mm, err := request(ctx, c, m.Namespace, m, "replace", action)
 	if err != nil {
 		return false, "", err

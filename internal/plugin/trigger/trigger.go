@@ -114,17 +114,41 @@ func validateAlter(field string, spec pitstopv1alpha1.AlterTrigger, validValue f
 	return nil
 }
 
-// validateKey refuses a key the API server would refuse on a node, and
-// pitstop's own keys.
+// validateKey refuses a key the API server would refuse on a node,
+// pitstop's own keys, and the keys of Kubernetes itself.
 func validateKey(field, key string) error {
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
 		return fmt.Errorf("%s %q: %s", field, key, strings.Join(errs, "; "))
 	}
 	domain, _, hasDomain := strings.Cut(key, "/")
-	if hasDomain && (domain == pitstopv1alpha1.GroupVersion.Group || strings.HasSuffix(domain, "."+pitstopv1alpha1.GroupVersion.Group)) {
+	if !hasDomain {
+		return nil
+	}
+	if inDomain(domain, pitstopv1alpha1.GroupVersion.Group) {
 		return fmt.Errorf("%s %q: keys of %s are pitstop's own records (the cordon, the state), which no trigger may write", field, key, domain)
 	}
+	for _, reserved := range kubernetesDomains {
+		if inDomain(domain, reserved) {
+			return fmt.Errorf("%s %q: keys under %s belong to Kubernetes (node roles, the node-restriction labels only the node's kubelet or an administrator may set, well-known labels that the scheduler, load balancers and the NodeRestriction admission plugin act on), which no trigger may write", field, key, reserved)
+		}
+	}
 	return nil
+}
+
+// kubernetesDomains are the prefixes Kubernetes reserves for its own
+// labels, annotations and finalizers, subdomains included
+// (node.kubernetes.io, node-role.kubernetes.io,
+// node-restriction.kubernetes.io). A profile is written by whoever may
+// write MaintenanceProfiles; writing these keys on a node would let them
+// change what the node is (its role, the workloads a node-restriction
+// label admits, whether load balancers send it traffic), which is more
+// than maintenance.
+var kubernetesDomains = []string{"kubernetes.io", "k8s.io"}
+
+// inDomain says whether domain is parent or one of its subdomains.
+func inDomain(domain, parent string) bool {
+	domain = strings.ToLower(domain)
+	return domain == parent || strings.HasSuffix(domain, "."+parent)
 }
 
 // alter sets or removes a label or annotation.

@@ -84,3 +84,44 @@ func TestRestoreUncordonsOnlyANodeNoNodeMaintenanceHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestUntrustedProfileCannotWriteKubernetesKeys: whoever may write a
+// MaintenanceProfile cannot, through a trigger, make a node a control-plane
+// node, set the labels the NodeRestriction admission plugin keeps from the
+// kubelet (node-restriction.kubernetes.io/*), or any other key Kubernetes
+// reserves (kubernetes.io and k8s.io, subdomains included). The refusal is
+// at compile, so it holds without the webhook, and names the field and the
+// key.
+func TestUntrustedProfileCannotWriteKubernetesKeys(t *testing.T) {
+	value := func(v string) *string { return &v }
+	label := func(key string) pitstopv1alpha1.TriggerInstance {
+		return pitstopv1alpha1.TriggerInstance{AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: key, Value: value("true")}}
+	}
+	for _, tc := range []struct {
+		name string
+		inst pitstopv1alpha1.TriggerInstance
+		want string
+	}{
+		{"a node-restriction label", label("node-restriction.kubernetes.io/pci-dss"), `alterLabel.key "node-restriction.kubernetes.io/pci-dss": keys under kubernetes.io`},
+		{"a node role", label("node-role.kubernetes.io/control-plane"), `alterLabel.key "node-role.kubernetes.io/control-plane"`},
+		{"the load balancers' exclusion label", label("node.kubernetes.io/exclude-from-external-load-balancers"), `alterLabel.key "node.kubernetes.io/exclude-from-external-load-balancers"`},
+		{"a key of kubernetes.io itself", label("kubernetes.io/hostname"), `alterLabel.key "kubernetes.io/hostname"`},
+		{"a key of k8s.io", pitstopv1alpha1.TriggerInstance{AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: "k8s.io/x", Value: value("y")}}, `alterAnnotation.key "k8s.io/x": keys under k8s.io`},
+		{"a subdomain of k8s.io", pitstopv1alpha1.TriggerInstance{AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: "cluster-autoscaler.k8s.io/scale-down-disabled", Remove: true}}, `alterAnnotation.key "cluster-autoscaler.k8s.io/scale-down-disabled"`},
+		{"a Kubernetes finalizer", pitstopv1alpha1.TriggerInstance{AlterFinalizer: &pitstopv1alpha1.AlterFinalizerTrigger{Key: "node.kubernetes.io/hold"}}, `alterFinalizer.key "node.kubernetes.io/hold"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.inst.Name = "t"
+			_, err := trigger.New(tc.inst)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	// A domain that merely ends in the same letters is not Kubernetes'.
+	for _, key := range []string{"notkubernetes.io/x", "example.com/kubernetes.io", "mykubernetes.io/role"} {
+		if _, err := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "t", AlterLabel: &pitstopv1alpha1.AlterTrigger{Key: key, Value: value("v")}}); err != nil {
+			t.Errorf("New(%s): %v", key, err)
+		}
+	}
+}
