@@ -150,6 +150,20 @@ func (r *Reconciler) replace(ctx context.Context, mm *pitstopv1alpha1.MachineMai
 		// Checked again before the Machine is deleted or marked, as the
 		// API server has it now.
 		fresh, err := r.verifiedMachine(ctx, mm)
+		if isRefusal(err) {
+			// The cache may lag behind the Machine's removal (the set
+			// removing the marked Machine, or a delete already sent):
+			// that is the step done, not links that disagree.
+			if going, gone, rerr := r.machineLeaving(ctx, mm); rerr != nil {
+				return rerr
+			} else if gone {
+				step(a, pitstopv1alpha1.StepDone, "machine %s is gone", mm.Spec.MachineName)
+				return nil
+			} else if going {
+				a.Message = waitingGone(m)
+				return nil
+			}
+		}
 		if isRefusal(err) && a.Surge {
 			return r.refusedAtLastStep(ctx, mm, err)
 		}
@@ -321,4 +335,17 @@ func owningSet(m *machinev1beta1.Machine) string {
 		return ref.Name
 	}
 	return ""
+}
+
+// machineLeaving reads the action's Machine from the API server: whether
+// it is being deleted, or gone.
+func (r *Reconciler) machineLeaving(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) (going, gone bool, err error) {
+	m := &machinev1beta1.Machine{}
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: mm.Namespace, Name: mm.Spec.MachineName}, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, true, nil
+		}
+		return false, false, fmt.Errorf("reading machine %s: %w", mm.Spec.MachineName, err)
+	}
+	return !m.DeletionTimestamp.IsZero(), false, nil
 }
