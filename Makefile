@@ -99,9 +99,10 @@ vet: ## Run go vet, on the e2e and fault tests too (so that they compile where m
 	go vet -tags e2e,fault ./...
 
 .PHONY: test
-test: test-tools verify vet crosscheck ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race.
+test: test-tools verify vet crosscheck ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race, then the fault campaign's ci form (make fault-ci).
 	go test $(GO_TEST_FLAGS) -timeout 20m -p 2 $$(go list ./... | grep -v -x -F $(foreach p,$(CLUSTER_PKGS),-e github.com/pitstop-dev/pitstop/$(p:./%=%)))
 	go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS)
+	@$(MAKE) --no-print-directory fault-ci
 
 .PHONY: e2e
 e2e: tools build ## The end-to-end scenarios on the local cluster (files tagged e2e: test/e2e, the demos, the real node, the image under podman), one package at a time, with -race.
@@ -121,8 +122,15 @@ bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures
 
 .PHONY: fault
 fault: FAULTFLAGS ?= -form=long
-fault: test-tools ## Run the fault-injection campaign in test/fault (the API server stopped, etcd killed, leader kills, a partition, slow requests, a clock ahead): the long form, FAULTFLAGS=-form=short the short one, FAULTFLAGS=-form=brief the brief one (docs/safety.md).
-	go test -tags fault -count=1 -timeout 90m -v ./test/fault/ -args $(FAULTFLAGS)
+fault: test-tools ## Run the fault-injection campaign in test/fault (the API server stopped, etcd killed, leader kills, a partition, slow requests, a clock ahead, strikes mid-eviction, control-plane quorum, zone budgets racing, cordons and a co-actor, an upgrade mid-drain): the long form, FAULTFLAGS=-form=short the short one, FAULTFLAGS=-form=brief the brief one (docs/safety.md).
+	go test -tags fault -count=1 -timeout 150m -v ./test/fault/ -args $(FAULTFLAGS)
+
+# The fault campaign's strikes that make test runs (docs/safety.md).
+FAULT_CI := SomeoneElsesCordon|CoActorUncordons|MidEviction
+
+.PHONY: fault-ci
+fault-ci: test-tools ## Run the fault campaign's ci form, part of make test: the leader killed, etcd killed and the API server stopped mid-eviction, someone else's cordon, a co-actor uncordoning, with the webhook on and PodDisruptionBudgets at their tightest.
+	go test -tags fault -count=1 -timeout 15m ./test/fault/ -run '^TestFault($(FAULT_CI))$$' -args -form=ci
 
 .PHONY: fuzz
 fuzz: tools ## Run every fuzz target (each func Fuzz... in a _test.go file) for FUZZTIME (default 1m), one after the other; a failing input is written to the package's testdata/fuzz.

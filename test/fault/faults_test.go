@@ -295,7 +295,8 @@ func startInProcess(t *testing.T, name string, ahead time.Duration) (stop func()
 // where it was. Stopped even between drains, the API server leaves the
 // controller manager and the scheduler recovering, with pods not placed and
 // budgets not updated, for up to two minutes; so the brief form stops it
-// only once the last drains are done, and the test runs last.
+// only once the last drains are done; a test after it waits until the
+// workloads have settled.
 func TestFaultAPIServerDown(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()

@@ -27,20 +27,45 @@ import (
 // watcher records every change of the nodes and PodDisruptionBudgets, in
 // the API server's order, resuming after an outage from the last version
 // it saw, and keeps the first violation of an invariant:
-//   - no more than budget nodes under maintenance at once (in
-//     maintenance, or carrying pitstop's drain taint);
+//   - no more nodes under maintenance at once (in maintenance, or carrying
+//     pitstop's drain taint) than each of the test's bounds allows, per
+//     group (zone) where the bound has one (invariant 1);
 //   - no pod removed (evicted or deleted) while its app has fewer healthy
-//     pods than its PodDisruptionBudget requires. A pod that goes not ready
-//     and stays is recorded but not counted: no drain does that.
+//     pods than its PodDisruptionBudget requires (invariant 2). A pod that
+//     goes not ready and stays is recorded but not counted: no drain does
+//     that;
+//   - no node that an administrator cordoned seen schedulable again
+//     (invariant 3);
+//   - no control-plane node carrying pitstop's drain taint while fewer
+//     control-plane nodes than quorum are Ready and untainted (invariant 4).
 type watcher struct {
-	mu        sync.Mutex
-	under     map[string]bool
-	entered   map[string]int
-	back      map[string]bool
-	state     map[string]string
-	most      int
-	violated  error
-	pdbEvents int
+	mu sync.Mutex
+	// bounds are the budgets the test's profiles set; maintained are the
+	// nodes the test maintains.
+	bounds     []bound
+	maintained map[string]bool
+	nodes      map[string]*corev1.Node
+	// cordoned are the nodes an administrator cordoned, each true once the
+	// watcher has seen it unschedulable (events before the cordon come
+	// first, in the API server's order).
+	cordoned map[string]bool
+	// evictedFrom counts, per node carrying pitstop's drain taint, the pods
+	// removed from it since it was tainted; podNode is the node of each
+	// live pod that a drain evicts (not a DaemonSet's).
+	evictedFrom map[string]int
+	podNode     map[types.UID]string
+	// quorumChecks counts the node changes judged against invariant 4
+	// with a control-plane node under maintenance; boundChecks those
+	// judged against a bound with a node under maintenance.
+	quorumChecks, boundChecks int
+	removals                  int
+	under                     map[string]bool
+	entered                   map[string]int
+	back                      map[string]bool
+	state                     map[string]string
+	most                      int
+	violated                  error
+	pdbEvents                 int
 	// gaps counts the times a watch had to list again after an outage.
 	gaps int
 	// healthy are the sample workloads' pods that are ready and not
@@ -55,10 +80,32 @@ type watcher struct {
 	timeline []string
 }
 
-func watchInvariants(t *testing.T) *watcher {
+// bound is one budget the watcher holds the nodes to: at most max of
+// the nodes it selects under maintenance at once, per value of groupBy
+// (a node label) when set.
+type bound struct {
+	name    string
+	selects func(*corev1.Node) bool
+	groupBy string
+	max     int
+}
+
+// String names the bound in a violation.
+func (b bound) String() string {
+	if b.groupBy == "" {
+		return fmt.Sprintf("%s (at most %d)", b.name, b.max)
+	}
+	return fmt.Sprintf("%s (at most %d per %s)", b.name, b.max, b.groupBy)
+}
+
+func watchInvariants(t *testing.T, maintained []string, bounds []bound) *watcher {
 	t.Helper()
 	w := &watcher{under: map[string]bool{}, entered: map[string]int{}, back: map[string]bool{}, state: map[string]string{},
-		healthy: map[types.UID]string{}, desired: map[string]int32{}}
+		healthy: map[types.UID]string{}, desired: map[string]int32{}, bounds: bounds, maintained: map[string]bool{},
+		nodes: map[string]*corev1.Node{}, cordoned: map[string]bool{}, evictedFrom: map[string]int{}, podNode: map[types.UID]string{}}
+	for _, n := range maintained {
+		w.maintained[n] = true
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	nodes := cluster.Clientset.CoreV1().Nodes()
@@ -96,6 +143,7 @@ func (w *watcher) listPods(ctx context.Context) (string, error) {
 	// Pods removed while the watch was broken are not in the list.
 	w.mu.Lock()
 	w.healthy = map[types.UID]string{}
+	w.podNode = map[types.UID]string{}
 	w.mu.Unlock()
 	for i := range list.Items {
 		w.pod(&list.Items[i], false)
@@ -189,11 +237,27 @@ func (w *watcher) drain(ctx context.Context, rw *watchtools.RetryWatcher) string
 }
 
 func (w *watcher) node(n *corev1.Node) {
-	if !strings.HasPrefix(n.Name, "worker-") {
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.nodes[n.Name] = n
+	tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == pitstopv1alpha1.TaintDrain })
+	if !tainted {
+		delete(w.evictedFrom, n.Name)
+	} else if _, ok := w.evictedFrom[n.Name]; !ok {
+		w.evictedFrom[n.Name] = 0
+	}
+	if seen, ok := w.cordoned[n.Name]; ok {
+		switch {
+		case n.Spec.Unschedulable:
+			w.cordoned[n.Name] = true
+		case seen && w.violated == nil:
+			w.violated = fmt.Errorf("node %s, which an administrator cordoned, is schedulable again at %s (invariant 3)", n.Name, time.Now().Format("15:04:05.000"))
+		}
+	}
+	w.checkQuorum()
+	if !w.maintained[n.Name] {
+		return
+	}
 	state := n.Labels["pitstop.dev/state"]
 	if state == string(pitstopv1alpha1.StateInMaintenance) && w.state[n.Name] != state {
 		w.entered[n.Name]++
@@ -205,21 +269,118 @@ func (w *watcher) node(n *corev1.Node) {
 		w.back[n.Name] = true
 	}
 	w.state[n.Name] = state
-	w.under[n.Name] = state == string(pitstopv1alpha1.StateInMaintenance) ||
-		slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == pitstopv1alpha1.TaintDrain })
+	w.under[n.Name] = state == string(pitstopv1alpha1.StateInMaintenance) || tainted
 	count := 0
-	var names []string
-	for name, under := range w.under {
+	for _, under := range w.under {
 		if under {
 			count++
-			names = append(names, name)
 		}
 	}
 	w.most = max(w.most, count)
-	if count > budget && w.violated == nil {
-		slices.Sort(names)
-		w.violated = fmt.Errorf("%d nodes under maintenance at once (%s), the budget is %d", count, strings.Join(names, ", "), budget)
+	for _, b := range w.bounds {
+		w.checkBound(b)
 	}
+}
+
+// checkBound keeps a violation of b: more of its nodes under maintenance
+// in one group than it allows.
+func (w *watcher) checkBound(b bound) {
+	groups := map[string][]string{}
+	for name, under := range w.under {
+		if n := w.nodes[name]; under && n != nil && b.selects(n) {
+			group := ""
+			if b.groupBy != "" {
+				group = n.Labels[b.groupBy]
+			}
+			groups[group] = append(groups[group], name)
+		}
+	}
+	if len(groups) > 0 {
+		w.boundChecks++
+	}
+	for group, names := range groups {
+		if len(names) > b.max && w.violated == nil {
+			slices.Sort(names)
+			in := ""
+			if group != "" {
+				in = " in " + group
+			}
+			w.violated = fmt.Errorf("%d nodes under maintenance at once%s (%s), over the budget %s, at %s (invariant 1)",
+				len(names), in, strings.Join(names, ", "), b, time.Now().Format("15:04:05.000"))
+		}
+	}
+}
+
+// checkQuorum keeps a violation of invariant 4: a control-plane node
+// carrying pitstop's drain taint while fewer control-plane nodes than a
+// quorum of them are Ready and untainted (pitstop counts quorum the same
+// way: a majority of every control-plane node, a node down when not Ready
+// or tainted by a drain).
+func (w *watcher) checkQuorum() {
+	total, up := 0, 0
+	var drained []string
+	for _, n := range w.nodes {
+		if !isControlPlane(n) {
+			continue
+		}
+		total++
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == pitstopv1alpha1.TaintDrain }) {
+			drained = append(drained, n.Name)
+			continue
+		}
+		if isReady(n) {
+			up++
+		}
+	}
+	if len(drained) == 0 {
+		return
+	}
+	w.quorumChecks++
+	if quorum := total/2 + 1; up < quorum && w.violated == nil {
+		slices.Sort(drained)
+		w.violated = fmt.Errorf("control-plane nodes %s drained while %d of %d control-plane nodes are Ready and untainted, fewer than the quorum of %d, at %s (invariant 4)",
+			strings.Join(drained, ", "), up, total, quorum, time.Now().Format("15:04:05.000"))
+	}
+}
+
+func isControlPlane(n *corev1.Node) bool {
+	_, cp := n.Labels[localcluster.LabelControlPlane]
+	_, master := n.Labels["node-role.kubernetes.io/master"]
+	return cp || master
+}
+
+func isReady(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	})
+}
+
+// keepCordoned makes the watcher fail once node, which an administrator
+// has just cordoned, is seen schedulable after being seen cordoned.
+func (w *watcher) keepCordoned(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.cordoned[node]; !ok {
+		w.cordoned[node] = false
+	}
+}
+
+// midEviction returns a node whose drain has removed at least one pod and
+// has pods left to evict, or "".
+func (w *watcher) midEviction() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for node, evicted := range w.evictedFrom {
+		if evicted == 0 {
+			continue
+		}
+		for _, on := range w.podNode {
+			if on == node {
+				return node
+			}
+		}
+	}
+	return ""
 }
 
 // pdb keeps how many healthy pods a budget requires, as the disruption
@@ -245,6 +406,16 @@ func (w *watcher) pod(p *corev1.Pod, deleted bool) {
 		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 	})
 	removed := deleted || p.DeletionTimestamp != nil
+	if removed {
+		if node, ok := w.podNode[p.UID]; ok {
+			delete(w.podNode, p.UID)
+			if _, tainted := w.evictedFrom[node]; tainted {
+				w.evictedFrom[node]++
+			}
+		}
+	} else if p.Spec.NodeName != "" && !slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" }) {
+		w.podNode[p.UID] = p.Spec.NodeName
+	}
 	if ready && !removed {
 		w.healthy[p.UID] = app
 		return
@@ -258,6 +429,7 @@ func (w *watcher) pod(p *corev1.Pod, deleted bool) {
 		w.unready = append(w.unready, fmt.Sprintf("%s on %s at %s", p.Name, p.Spec.NodeName, at))
 		return
 	}
+	w.removals++
 	count := int32(0)
 	for _, a := range w.healthy {
 		if a == app {
@@ -269,8 +441,16 @@ func (w *watcher) pod(p *corev1.Pod, deleted bool) {
 		if deleted {
 			why = "deleted"
 		}
-		w.violated = fmt.Errorf("app %s had %d healthy pods once pod %s on %s went (%s, at %s), fewer than the %d its PodDisruptionBudget requires",
-			app, count, p.Name, p.Spec.NodeName, why, at, desired)
+		// The app's pods that went not ready without being removed tell a
+		// budget passed by pitstop from one the pods' own readiness took.
+		var unready []string
+		for _, u := range w.unready {
+			if strings.HasPrefix(u, app+"-") {
+				unready = append(unready, u)
+			}
+		}
+		w.violated = fmt.Errorf("app %s had %d healthy pods once pod %s on %s went (%s, at %s), fewer than the %d its PodDisruptionBudget requires (its pods that went not ready without being removed: %v)",
+			app, count, p.Name, p.Spec.NodeName, why, at, desired, unready)
 	}
 }
 
@@ -306,6 +486,9 @@ func (w *watcher) inMaintenanceWithNoDrain(last bool) string {
 	defer w.mu.Unlock()
 	in := ""
 	for node, state := range w.state {
+		if !w.maintained[node] {
+			continue
+		}
 		switch {
 		case state == string(pitstopv1alpha1.StateInMaintenance):
 			in = node
@@ -353,4 +536,26 @@ func (w *watcher) moves() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.timeline)
+}
+
+// checks says how many times the watcher judged each invariant, for the
+// test's log and docs/safety.md's figures.
+func (w *watcher) checks() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("invariants judged: budgets %d times with a node under maintenance, PodDisruptionBudgets at %d pod removals, administrators' cordons on %d nodes, quorum %d times with a control-plane node drained",
+		w.boundChecks, w.removals, len(w.cordoned), w.quorumChecks)
+}
+
+// waiting returns a node the test maintains that is neither under
+// maintenance nor back from it, and not in except, or "".
+func (w *watcher) waiting(except []string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for node := range w.maintained {
+		if !w.under[node] && !w.back[node] && !slices.Contains(except, node) && w.state[node] != string(pitstopv1alpha1.StateInMaintenance) {
+			return node
+		}
+	}
+	return ""
 }
