@@ -59,6 +59,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	// A fuzzing worker (go test -fuzz starts one per core) runs only a
+	// fuzz target's inputs and starts no API server: it is killed when
+	// fuzzing ends, and would leave them running (as testutil.Main).
+	if worker := flag.Lookup("test.fuzzworker"); worker != nil && worker.Value.String() == "true" {
+		return m.Run(), nil
+	}
 	bin := localcluster.DefaultBinDir()
 	mgmt = &envtest.Environment{BinaryAssetsDirectory: bin, CRDDirectoryPaths: []string{filepath.Join("testdata", "crds")}, ErrorIfCRDPathMissing: true}
 	crds, err := config.CRDs()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -72,6 +73,19 @@ func ReadRecord(node *corev1.Node) (Record, error) {
 	}
 	if r.Profiles == nil {
 		r.Profiles = map[string]ProfileRecord{}
+	}
+	// enterDone indexes the state's enter triggers: a negative one (the
+	// node's own writers can put any) is not pitstop's.
+	for _, name := range slices.Sorted(maps.Keys(r.Profiles)) {
+		pr := r.Profiles[name]
+		if pr.EnterDone < 0 {
+			return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: enterDone %d is negative",
+				node.Name, pitstopv1alpha1.AnnotationMaintenanceData, name, pr.EnterDone)
+		}
+		if pr.RetryAt != nil && !writable(pr.RetryAt.Time) {
+			return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: retryAt %s is not a time the record can keep",
+				node.Name, pitstopv1alpha1.AnnotationMaintenanceData, name, pr.RetryAt.Time)
+		}
 	}
 	return r, nil
 }
@@ -215,8 +229,19 @@ func (s *Stamp) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
+	if !writable(t) {
+		return fmt.Errorf("%s is not a time the record can keep", text)
+	}
 	s.Time = t
 	return nil
+}
+
+// writable says whether the record, which keeps times in UTC, can write t
+// in a form it reads back: RFC 3339 has four-digit years only, and a time
+// read with an offset may fall outside them in UTC.
+func writable(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= 0 && y <= 9999
 }
 
 // Fail records a failed attempt at leaving the profile's state, to be
@@ -373,6 +398,9 @@ func readSeedRecord(node, data string) (Record, error) {
 		return r, fmt.Errorf("node %s: annotation %s is not a maintenance-controller record: %w", node, pitstopv1alpha1.AnnotationSeedData, err)
 	}
 	for name, p := range seed.Profiles {
+		if !writable(stamp(p.Transition).Time) {
+			return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: Transition %s is not a time pitstop's record can keep", node, pitstopv1alpha1.AnnotationSeedData, name, p.Transition)
+		}
 		for _, st := range []pitstopv1alpha1.MaintenanceState{p.Current, p.Previous} {
 			if _, known := severity[st]; !known {
 				return Record{Profiles: map[string]ProfileRecord{}}, fmt.Errorf("node %s: annotation %s: profile %s: unknown state %q", node, pitstopv1alpha1.AnnotationSeedData, name, st)

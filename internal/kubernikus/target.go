@@ -51,6 +51,12 @@ func refusal(node *corev1.Node, id string, s *Server, cluster string) string {
 	switch {
 	case s == nil:
 		return fmt.Sprintf("server %s, which spec.providerID of node %s names, is not in Nova: nothing deleted", id, node.Name)
+	case s.ID != id:
+		// Nova answered for another server than asked (an ID with a "?"
+		// or "#" asks for what precedes it): the providerID does not name
+		// the server that was checked, and deleting by that ID would not
+		// delete the server it names.
+		return fmt.Sprintf("asked for server %s, which spec.providerID of node %s names, Nova answered with server %s: nothing deleted", id, node.Name, s.ID)
 	case s.Name != node.Name:
 		return fmt.Sprintf("server %s, which spec.providerID of node %s names, is named %q, not like the node: nothing deleted", id, node.Name, s.Name)
 	case cluster != "" && s.Metadata[MetadataCluster] != cluster:

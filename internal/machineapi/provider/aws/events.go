@@ -61,11 +61,20 @@ func ScheduledEvents(ctx context.Context, api StatusAPI, instances map[string]bo
 		MaxResults:          awssdk.Int32(statusPage),
 	}
 	var out []ScheduledEvent
+	// The paginator follows whatever token comes back: one that came back
+	// before would list the same pages for ever, the events growing.
+	seen := map[string]bool{}
 	pages := ec2.NewDescribeInstanceStatusPaginator(api, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("listing EC2's scheduled events: %w", err)
+		}
+		if next := awssdk.ToString(page.NextToken); next != "" {
+			if seen[next] {
+				return nil, fmt.Errorf("listing EC2's scheduled events: EC2 gave the page token %q twice, its pages go round in circles", next)
+			}
+			seen[next] = true
 		}
 		for _, st := range page.InstanceStatuses {
 			id := awssdk.ToString(st.InstanceId)
