@@ -2,6 +2,7 @@ package machinemaintenance_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -98,6 +99,11 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 		cond := nodeview.Condition(node, pitstopv1alpha1.ConditionScheduledEvent)
 		if cond == nil || cond.Status != corev1.ConditionTrue || cond.Reason != "SystemReboot" || !strings.Contains(cond.Message, "1 more events") {
 			return fmt.Errorf("condition %+v", cond)
+		}
+		// The latest safe start comes with the plan, a write after the
+		// object's first.
+		if node.Annotations[pitstopv1alpha1.AnnotationScheduledEventStartBy] == "" {
+			return errors.New("no start-by annotation yet")
 		}
 		return nil
 	})

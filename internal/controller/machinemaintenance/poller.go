@@ -396,8 +396,13 @@ func (p *Poller) end(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance
 	return nil
 }
 
+// patchStatus writes mm's status with the resourceVersion it was read
+// with: a merge patch replaces the list of conditions whole, so one made
+// from a copy the reconciler has written since would take its conditions
+// (DeadlineAtRisk) off, and the reconciler would raise them, and notify,
+// again. A conflict is retried at the next poll.
 func (p *Poller) patchStatus(ctx context.Context, mm, before *pitstopv1alpha1.MachineMaintenance) error {
-	if err := p.Client.Status().Patch(ctx, mm, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	if err := p.Client.Status().Patch(ctx, mm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("updating the status of MachineMaintenance %s/%s: %w", mm.Namespace, mm.Name, err)
 	}
 	return nil
