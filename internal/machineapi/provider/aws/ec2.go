@@ -89,9 +89,13 @@ func (s *session) findByTags(ctx context.Context, m *machinev1beta1.Machine) ([]
 // describeInstances returns every instance of every page.
 func (s *session) describeInstances(ctx context.Context, in *ec2.DescribeInstancesInput) ([]types.Instance, error) {
 	var out []types.Instance
+	seen := pageTokens{}
 	pages := ec2.NewDescribeInstancesPaginator(s.ec2, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
+		if err == nil {
+			err = seen.next(page.NextToken)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -152,9 +156,13 @@ func (s *session) subnet(ctx context.Context, filters []machinev1beta1.Filter, z
 		in.Filters = append(in.Filters, types.Filter{Name: awssdk.String("availability-zone"), Values: []string{zone}})
 	}
 	var subnets []types.Subnet
+	seen := pageTokens{}
 	pages := ec2.NewDescribeSubnetsPaginator(s.ec2, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
+		if err == nil {
+			err = seen.next(page.NextToken)
+		}
 		if err != nil {
 			return "", "", fmt.Errorf("describing subnets %s in %s: %w", describeFilters(in.Filters), s.region, err)
 		}
@@ -185,9 +193,13 @@ func (s *session) securityGroups(ctx context.Context, refs []machinev1beta1.AWSR
 		}
 		in := &ec2.DescribeSecurityGroupsInput{Filters: ec2Filters(ref.Filters)}
 		matched := 0
+		seen := pageTokens{}
 		pages := ec2.NewDescribeSecurityGroupsPaginator(s.ec2, in)
 		for pages.HasMorePages() {
 			page, err := pages.NextPage(ctx)
+			if err == nil {
+				err = seen.next(page.NextToken)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("describing security groups %s in %s: %w", describeFilters(in.Filters), s.region, err)
 			}

@@ -61,20 +61,15 @@ func ScheduledEvents(ctx context.Context, api StatusAPI, instances map[string]bo
 		MaxResults:          awssdk.Int32(statusPage),
 	}
 	var out []ScheduledEvent
-	// The paginator follows whatever token comes back: one that came back
-	// before would list the same pages for ever, the events growing.
-	seen := map[string]bool{}
+	seen := pageTokens{}
 	pages := ec2.NewDescribeInstanceStatusPaginator(api, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("listing EC2's scheduled events: %w", err)
 		}
-		if next := awssdk.ToString(page.NextToken); next != "" {
-			if seen[next] {
-				return nil, fmt.Errorf("listing EC2's scheduled events: EC2 gave the page token %q twice, its pages go round in circles", next)
-			}
-			seen[next] = true
+		if err := seen.next(page.NextToken); err != nil {
+			return nil, fmt.Errorf("listing EC2's scheduled events: %w", err)
 		}
 		for _, st := range page.InstanceStatuses {
 			id := awssdk.ToString(st.InstanceId)
@@ -247,5 +242,24 @@ func (p *Provider) RebootInstance(ctx context.Context, t Target) error {
 	if _, err := s.ec2.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{t.InstanceID}}); err != nil {
 		return fmt.Errorf("rebooting EC2 instance %s in %s: %w", t.InstanceID, s.region, err)
 	}
+	return nil
+}
+
+// pageTokens are the page tokens a listing has been given. An EC2
+// paginator follows whatever token comes back: one that came back before
+// would list the same pages for ever, what they hold growing.
+type pageTokens map[string]bool
+
+// next records the token of the page to come, and refuses one given
+// before.
+func (t pageTokens) next(token *string) error {
+	next := awssdk.ToString(token)
+	if next == "" {
+		return nil
+	}
+	if t[next] {
+		return fmt.Errorf("EC2 gave the page token %q twice, its pages go round in circles", next)
+	}
+	t[next] = true
 	return nil
 }
