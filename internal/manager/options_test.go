@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 )
 
 // TestTheDashboardListensOnLoopbackByDefault: unless told otherwise, the
@@ -20,10 +21,11 @@ func TestTheDashboardListensOnLoopbackByDefault(t *testing.T) {
 	}
 }
 
-// TestServingOptionsAreCheckedNamingTheFlag: off a loopback IP the metrics
-// and the dashboard are served over TLS only, so they need a certificate;
-// each option that cannot work is refused naming its flag.
-func TestServingOptionsAreCheckedNamingTheFlag(t *testing.T) {
+// TestOptionsAreCheckedNamingTheFlag: off a loopback IP the metrics and
+// the dashboard are served over TLS only, so they need a certificate, and
+// evictions are bounded across the manager; each option that cannot work
+// is refused naming its flag.
+func TestOptionsAreCheckedNamingTheFlag(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		tune func(*Options)
@@ -41,6 +43,11 @@ func TestServingOptionsAreCheckedNamingTheFlag(t *testing.T) {
 		{"an allowed host with a port", func(o *Options) { o.DashboardAllowedHosts = []string{"tunnel.example:8082"} }, "dashboard-allowed-hosts"},
 		{"allowed hosts by name and IP", func(o *Options) { o.DashboardAllowedHosts = []string{"Tunnel.Example", "10.0.0.1"} }, ""},
 		{"no audience", func(o *Options) { o.Tokens.Audience = "" }, "token-audience"},
+		{"no eviction in flight", func(o *Options) { o.NodeMaintenance.Evictions.InFlight = 0 }, "evictions-in-flight"},
+		{"a rate of nothing a second", func(o *Options) { o.NodeMaintenance.Evictions.Rate = 0 }, "eviction-rate"},
+		{"a negative burst", func(o *Options) { o.NodeMaintenance.Evictions.Burst = -1 }, "eviction-burst"},
+		{"a negative settle period", func(o *Options) { o.NodeMaintenance.BudgetSettle = -time.Second }, "pdb-status-settle"},
+		{"no settle period: budgets trusted at once after a gap", func(o *Options) { o.NodeMaintenance.BudgetSettle = 0 }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
