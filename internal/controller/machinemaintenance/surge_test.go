@@ -231,15 +231,7 @@ func collectGarbage(t *testing.T, ns string, owner client.Object) {
 // the old one, ends at its size without its surge record, and only then
 // does the object go.
 func TestUntrustedSurgeMachineMaintenanceDeletedMidSurge(t *testing.T) {
-	c := newCluster(t, "surge-mmdeleted")
-	ms := c.newSet("workers", 3)
-	before := c.machinesOf(ms)
-	old := before[0]
-	name := c.retire(&old, "instance-event-d1")
-	withStartBy(t, c.ns, name)
-	c.hold.Store(true)
-	askReplace(t, c, old.Name, pitstopv1alpha1.ReplaceMachineTrigger{})
-	mm := stepIs(t, c.ns, name, pitstopv1alpha1.StepWaitingForReplacement, withReplacement)
+	c, ms, before, _, mm := heldSurge(t, "surge-mmdeleted", "instance-event-d1", pitstopv1alpha1.ReplaceMachineTrigger{})
 	added := mm.Status.Action.Replacement
 	eventually(t, func() error { return replicasAre(t.Context(), ms, 4) })
 
@@ -247,13 +239,7 @@ func TestUntrustedSurgeMachineMaintenanceDeletedMidSurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, func() error { return gone(t, mm) })
-	c.wantAtSize(ms, 3)
-	for i := range before {
-		kept(t, &before[i])
-	}
-	if contains(c.machinesOf(ms), added) {
-		t.Errorf("new machine %s is still there", added)
-	}
+	c.wantUndone(ms, before, added)
 }
 
 // TestUntrustedSurgeReplacementNeverReadyIsUndone: the new Machine never
@@ -262,15 +248,8 @@ func TestUntrustedSurgeMachineMaintenanceDeletedMidSurge(t *testing.T) {
 // the set removes it and keeps the old one; the action fails saying why,
 // with a Warning Event.
 func TestUntrustedSurgeReplacementNeverReadyIsUndone(t *testing.T) {
-	c := newCluster(t, "surge-neverready")
-	ms := c.newSet("workers", 3)
-	before := c.machinesOf(ms)
+	c, ms, before, name, mm := heldSurge(t, "surge-neverready", "instance-event-n1", pitstopv1alpha1.ReplaceMachineTrigger{Timeout: &pitstopv1alpha1.Duration{Duration: 3 * time.Second}})
 	old := before[0]
-	name := c.retire(&old, "instance-event-n1")
-	withStartBy(t, c.ns, name)
-	c.hold.Store(true)
-	askReplace(t, c, old.Name, pitstopv1alpha1.ReplaceMachineTrigger{Timeout: &pitstopv1alpha1.Duration{Duration: 3 * time.Second}})
-	mm := stepIs(t, c.ns, name, pitstopv1alpha1.StepWaitingForReplacement, withReplacement)
 	added := mm.Status.Action.Replacement
 
 	mm = phaseIs(t, c.ns, name, pitstopv1alpha1.EventFailed)
@@ -279,13 +258,7 @@ func TestUntrustedSurgeReplacementNeverReadyIsUndone(t *testing.T) {
 	if a := mm.Status.Action; a.Message != want {
 		t.Errorf("message %q, want %q", a.Message, want)
 	}
-	c.wantAtSize(ms, 3)
-	for i := range before {
-		kept(t, &before[i])
-	}
-	if contains(c.machinesOf(ms), added) {
-		t.Errorf("new machine %s is still there", added)
-	}
+	c.wantUndone(ms, before, added)
 	if !hasEventSaying(t, c.ns, "ActionStep", "UndoingSurge: new machine "+added+" did not run with its node Ready within 3s") {
 		t.Error("no Warning Event saying the surge is undone")
 	}
@@ -299,15 +272,8 @@ func TestUntrustedSurgeReplacementNeverReadyIsUndone(t *testing.T) {
 // set removes it and ends at its size; the action fails and a
 // TargetRefused Event says why.
 func TestUntrustedSurgeRefusedAtItsLastStepTakesTheReplicaBack(t *testing.T) {
-	c := newCluster(t, "surge-refused")
-	ms := c.newSet("workers", 3)
-	before := c.machinesOf(ms)
+	c, ms, before, name, mm := heldSurge(t, "surge-refused", "instance-event-r1", pitstopv1alpha1.ReplaceMachineTrigger{})
 	old, other := before[0], before[1]
-	name := c.retire(&old, "instance-event-r1")
-	withStartBy(t, c.ns, name)
-	c.hold.Store(true)
-	askReplace(t, c, old.Name, pitstopv1alpha1.ReplaceMachineTrigger{})
-	mm := stepIs(t, c.ns, name, pitstopv1alpha1.StepWaitingForReplacement, withReplacement)
 	added := mm.Status.Action.Replacement
 	liar := c.ns + "-" + old.Name
 	patchNode(t, liar, func(n *corev1.Node) { n.Annotations["machine.openshift.io/machine"] = c.ns + "/" + other.Name })
@@ -318,14 +284,38 @@ func TestUntrustedSurgeRefusedAtItsLastStepTakesTheReplicaBack(t *testing.T) {
 	if a := mm.Status.Action; !strings.Contains(a.Message, refusal) || !strings.Contains(a.Message, "surge undone: MachineSet workers is back at its size (it removes new machine "+added) {
 		t.Errorf("message %q, want it to give the refusal and the surge undone", a.Message)
 	}
-	c.wantAtSize(ms, 3)
-	for i := range before {
-		kept(t, &before[i])
-	}
-	if contains(c.machinesOf(ms), added) {
-		t.Errorf("new machine %s is still there", added)
-	}
+	c.wantUndone(ms, before, added)
 	if !hasEventSaying(t, c.ns, "TargetRefused", refusal) {
 		t.Error("no TargetRefused Event")
+	}
+}
+
+// heldSurge starts a surge on a new set of 3 in its own namespace
+// (namespace), replacing the set's first Machine for the scheduled event
+// event, with new Machines held from running: it returns once the surge
+// waits for its new Machine. before are the set's Machines before it.
+func heldSurge(t *testing.T, namespace, event string, trigger pitstopv1alpha1.ReplaceMachineTrigger) (*cluster, *machinev1beta1.MachineSet, []machinev1beta1.Machine, string, *pitstopv1alpha1.MachineMaintenance) {
+	t.Helper()
+	c := newCluster(t, namespace)
+	ms := c.newSet("workers", 3)
+	before := c.machinesOf(ms)
+	name := c.retire(&before[0], event)
+	withStartBy(t, c.ns, name)
+	c.hold.Store(true)
+	askReplace(t, c, before[0].Name, trigger)
+	mm := stepIs(t, c.ns, name, pitstopv1alpha1.StepWaitingForReplacement, withReplacement)
+	return c, ms, before, name, mm
+}
+
+// wantUndone says the surge on ms was undone: the set at its size again,
+// every Machine it had before kept, the new Machine added gone.
+func (c *cluster) wantUndone(ms *machinev1beta1.MachineSet, before []machinev1beta1.Machine, added string) {
+	c.t.Helper()
+	c.wantAtSize(ms, 3)
+	for i := range before {
+		kept(c.t, &before[i])
+	}
+	if contains(c.machinesOf(ms), added) {
+		c.t.Errorf("new machine %s is still there", added)
 	}
 }
