@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
@@ -38,24 +35,9 @@ func (c *Controller) acquire(ctx context.Context, cfg *Config, n *corev1.Node) (
 
 // stale says a slot's holder is no longer in the integration's hands: it
 // has no NodeMaintenance (or only one being deleted), and its node is gone
-// or no longer waits to go down (its host back, or no esx-reboot-ok). It
-// reads the API server, so that a cache that lags cannot free a slot still
-// needed, and no clock, so that clocks that disagree cannot either.
+// or no longer waits to go down (its host back, or no esx-reboot-ok).
 func (c *Controller) stale(ctx context.Context) budget.Stale {
-	return func(holder string, _ *coordinationv1.Lease) bool {
-		nm := &pitstopv1alpha1.NodeMaintenance{}
-		err := c.reader.Get(ctx, client.ObjectKey{Name: maintenance.Name(maintenance.PrefixESX, holder)}, nm)
-		switch {
-		case err == nil && nm.DeletionTimestamp.IsZero():
-			return false
-		case err != nil && !apierrors.IsNotFound(err):
-			return false
-		}
-		n := &corev1.Node{}
-		if err := c.reader.Get(ctx, client.ObjectKey{Name: holder}, n); err != nil {
-			return apierrors.IsNotFound(err)
-		}
-		waits := n.Labels[LabelRebootOK] == "true" && n.Labels[LabelInMaintenance] != "" && n.Labels[LabelInMaintenance] != InMaintenanceFalse
-		return !waits
-	}
+	return maintenance.SourceStale(ctx, c.reader, maintenance.PrefixESX, func(n *corev1.Node) bool {
+		return n.Labels[LabelRebootOK] == "true" && n.Labels[LabelInMaintenance] != "" && n.Labels[LabelInMaintenance] != InMaintenanceFalse
+	})
 }

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,26 +36,10 @@ func (r *Reconciler) acquire(ctx context.Context, cfg *Config, node string) (boo
 
 // stale says a slot's holder is no longer in the integration's hands: it
 // has no drain (or only one being deleted), and its node is gone or no
-// longer asks for one. It reads the API server: a cache that lags must not
-// free a slot its holder still needs. A holder that asks and has no drain
-// yet (its drain is being created) keeps its slot, so no clock is read;
-// the drain of a node gone is deleted before its slot is free.
+// longer asks for one; the drain of a node gone is deleted before its slot
+// is free.
 func (r *Reconciler) stale(ctx context.Context) budget.Stale {
-	return func(holder string, _ *coordinationv1.Lease) bool {
-		nm := &pitstopv1alpha1.NodeMaintenance{}
-		err := r.reader.Get(ctx, client.ObjectKey{Name: maintenance.Name(maintenance.PrefixKubernikus, holder)}, nm)
-		switch {
-		case err == nil && nm.DeletionTimestamp.IsZero():
-			return false
-		case err != nil && !apierrors.IsNotFound(err):
-			return false
-		}
-		node := &corev1.Node{}
-		if err := r.reader.Get(ctx, client.ObjectKey{Name: holder}, node); err != nil {
-			return apierrors.IsNotFound(err)
-		}
-		return !asksDeletion(node)
-	}
+	return maintenance.SourceStale(ctx, r.reader, maintenance.PrefixKubernikus, asksDeletion)
 }
 
 // letGo deletes the node's drain and gives its slot back.
