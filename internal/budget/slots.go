@@ -23,6 +23,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,6 +71,10 @@ type Slots struct {
 	Cache client.Reader
 	// Namespace holds the Leases (the manager's own).
 	Namespace string
+	// Clock is what this process's own sightings and writes are timed by
+	// (Unchanged): the clock its callers pass now from. Nil is the
+	// system's.
+	Clock clock.PassiveClock
 
 	// taken remembers the slot this process last gave each node in each
 	// budget (by takenKey), for cacheLag or until it is released: while
@@ -281,6 +286,14 @@ func (s *Slots) overlay(key Key, list *coordinationv1.LeaseList, now time.Time) 
 	list.Items = items
 }
 
+// now is the time on the slots' clock.
+func (s *Slots) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}
+
 // NewSlots returns the slots of budgets in namespace, read live from the
 // manager's API server and written through its client, with Free
 // answered from its cache.
@@ -414,7 +427,7 @@ func (s *Slots) cached(ctx context.Context, key Key, list *coordinationv1.LeaseL
 	if err := s.Cache.List(ctx, list, client.InNamespace(s.Namespace), client.MatchingLabels{pitstopv1alpha1.LabelBudget: key.id()}, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
-	s.overlay(key, list, time.Now())
+	s.overlay(key, list, s.now())
 	return nil
 }
 
@@ -757,7 +770,7 @@ func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
 	if s.Cache == nil {
 		return false
 	}
-	recent := s.recentSlot(key, node, time.Now())
+	recent := s.recentSlot(key, node, s.now())
 	list := &coordinationv1.LeaseList{}
 	if err := s.cached(ctx, key, list); err != nil {
 		return false
@@ -772,7 +785,7 @@ func (s *Slots) releaseCached(ctx context.Context, key Key, node string) bool {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false
 		}
-		s.wrote(lease.Name, lease.ResourceVersion, nil, time.Now())
+		s.wrote(lease.Name, lease.ResourceVersion, nil, s.now())
 		released, sawRecent = true, sawRecent || lease.Name == recent
 	}
 	return released && sawRecent
@@ -792,7 +805,7 @@ func (s *Slots) releaseLive(ctx context.Context, key Key, node string) error {
 		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
-			s.wrote(lease.Name, lease.ResourceVersion, nil, time.Now())
+			s.wrote(lease.Name, lease.ResourceVersion, nil, s.now())
 		case !apierrors.IsConflict(err):
 			return fmt.Errorf("releasing slot %s: %w", lease.Name, err)
 		}
@@ -819,7 +832,7 @@ func (s *Slots) Sweep(ctx context.Context, stale func(key Key, holder string, le
 		err := s.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &lease.ResourceVersion})
 		switch {
 		case err == nil, apierrors.IsNotFound(err):
-			s.wrote(lease.Name, lease.ResourceVersion, nil, time.Now())
+			s.wrote(lease.Name, lease.ResourceVersion, nil, s.now())
 		case !apierrors.IsConflict(err):
 			return fmt.Errorf("giving back slot %s: %w", lease.Name, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -90,6 +91,10 @@ func (r Result) Message() string {
 	return strings.Join(parts, ", ")
 }
 
+// requestTimeout bounds one eviction or deletion request, which runs on
+// after its caller's context ends (Executor.each).
+const requestTimeout = 30 * time.Second
+
 // Executor evicts and deletes pods through the API, several at a time.
 type Executor struct {
 	// Client talks to the API server directly (writes are never cached).
@@ -170,7 +175,19 @@ func (e *Executor) each(ctx context.Context, pods []*corev1.Pod, do func(context
 				}
 				defer release()
 			}
-			results[i] = do(ctx, pod)
+			if err := ctx.Err(); err != nil {
+				results[i] = PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("pod %s not evicted or deleted: %w", klog.KObj(pod), err)}
+				return
+			}
+			// A request once sent is let finish when ctx ends meanwhile (the
+			// manager stopping gracefully, a drain cut short): the API server
+			// abandons a request whose client goes, and an eviction abandoned
+			// after its PodDisruptionBudget counted the pod, before the pod's
+			// deletion, holds one of the budget's disruptions for two
+			// minutes (docs/safety.md). requestTimeout bounds it instead.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+			defer cancel()
+			results[i] = do(rctx, pod)
 		})
 	}
 	wg.Wait()

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
@@ -95,6 +96,12 @@ type Options struct {
 
 	// NodeMaintenance tunes the NodeMaintenance controller.
 	NodeMaintenance nodemaintenance.Options
+
+	// Clock is the time the profile engine, its budget slots and (unless
+	// NodeMaintenance.Clock is set) the NodeMaintenance controller judge
+	// by; nil is the system's. The fault campaign runs managers with it
+	// skewed.
+	Clock clock.PassiveClock
 
 	// ProfileConcurrency is how many nodes the profile engine evaluates at
 	// once.
@@ -435,6 +442,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	}
 	nmOpts := opts.NodeMaintenance
 	nmOpts.LeaseNamespace = opts.LeaderElectionNamespace
+	if nmOpts.Clock == nil {
+		nmOpts.Clock = opts.Clock
+	}
 	if err := nodemaintenance.Setup(ctx, mgr, nmOpts); err != nil {
 		return nil, fmt.Errorf("setting up the NodeMaintenance controller: %w", err)
 	}
@@ -448,6 +458,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	profiles, err := profile.Setup(mgr, profile.Options{
 		MaxConcurrentReconciles: opts.ProfileConcurrency, LeaseNamespace: opts.LeaderElectionNamespace,
 		SlackAPIURL: slackAPIURL(opts.SlackAPIURL), Checks: checks, SeedStateLabel: opts.SMCCompat,
+		Clock: opts.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)

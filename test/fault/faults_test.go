@@ -260,7 +260,7 @@ func startInProcess(t *testing.T, name string, ahead time.Duration) (stop func()
 	opts.LeaderElection = true
 	opts.LeaderElectionNamespace, opts.LeaderElectionID = namespace, clockLeaderID
 	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	opts.NodeMaintenance.Clock = aheadClock{by: ahead}
+	opts.Clock = aheadClock{by: ahead}
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.UserAgent = inProcessAgent(name)
 	mgr, err := manager.New(ctx, cfg, opts, logr.Discard())

@@ -58,16 +58,24 @@ type Options struct {
 	// maintenance-controller's label (cloud.sap/maintenance-state), for
 	// what still reads it (--smc-compat).
 	SeedStateLabel bool
+	// Clock is the time the engine, admission and budget slots judge by;
+	// nil is the system's (the fault campaign sets one skewed).
+	Clock clock.PassiveClock
 }
 
 // Setup registers the node controller and the profile status controller.
 func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	slots := budget.NewSlots(mgr, opts.LeaseNamespace)
+	slots.Clock = opts.Clock
 	r := &Reconciler{
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  latestWarnings{mgr.GetEventRecorder("pitstop-profile")},
-		slots:     budget.NewSlots(mgr, opts.LeaseNamespace),
-		clock:     clock.RealClock{},
+		slots:     slots,
+		clock:     opts.Clock,
 		profiles:  fleet.NewRegistry(opts.Checks),
 		records:   fleet.NewRecords(),
 		written:   newWrittenNodes(),
