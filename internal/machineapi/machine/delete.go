@@ -27,8 +27,10 @@ import (
 
 // controlPlaneDrain is the budget of one that control-plane machines'
 // drains share: two control-plane nodes draining at once can deadlock on
-// the PodDisruptionBudgets guarding the control plane, or lose quorum.
-var controlPlaneDrain = budget.Key{Name: "machine-control-plane-drain"}
+// the PodDisruptionBudgets guarding the control plane, or lose quorum. It
+// is a source's budget: the profiles' sweep, which knows nothing of a
+// Machine's drain, leaves its slot to the Machine controller.
+var controlPlaneDrain = budget.SourceKey("machine-control-plane-drain")
 
 // reconcileDelete runs a deleted Machine's sequence, one step per
 // reconcile until each is done: drain (after the preDrain hooks), the
