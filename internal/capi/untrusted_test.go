@@ -520,3 +520,52 @@ func TestUntrustedMetal3MachineCannotRebootAnotherMachinesHost(t *testing.T) {
 		w.eventWith(c.machine, "Metal3RebootRefused", c.want...)
 	}
 }
+
+// TestUntrustedWorkloadProfileSteersNoQueryFromExplain: `pitstop explain
+// machine` runs on an administrator's workstation and evaluates the
+// workload node's checks from the workload cluster's profiles, which its
+// owner writes. A prometheusInstant check there names a URL of the
+// owner's choosing: explain must not send it a request (from inside the
+// administrator's network), and says why the check is not evaluated.
+func TestUntrustedWorkloadProfileSteersNoQueryFromExplain(t *testing.T) {
+	var hits atomic.Int32
+	bait := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[0,"1"]}]}}`))
+	}))
+	defer bait.Close()
+	w := newWorld(t, "prom", false)
+	node := w.ns + "-n0"
+	w.machine("m-0", node, map[string]string{"pool": w.ns})
+	profile := &pitstopv1alpha1.MaintenanceProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: w.ns},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": w.ns}},
+			Checks: []pitstopv1alpha1.CheckInstance{{Name: "quiet", PrometheusInstant: &pitstopv1alpha1.PrometheusInstantCheck{
+				URL: bait.URL, Query: "up", Operator: "==", Threshold: "1",
+			}}},
+			States: pitstopv1alpha1.StatesSpec{Operational: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{
+				{Check: "quiet", Next: pitstopv1alpha1.StateMaintenanceRequired},
+			}}},
+		},
+	}
+	if err := wlClient.Create(t.Context(), profile); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wlClient.Delete(t.Context(), profile) })
+
+	report, err := explain.Machine(t.Context(), mgmtClient, mgmtClient, fleet.NewEvaluator(mgmtClient, check.Deps{}), w.ns+"/m-0", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := report.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("explain machine sent %d requests to the URL a workload cluster's profile names", n)
+	}
+	if want := "not queried: " + bait.URL; !strings.Contains(text.String(), want) {
+		t.Errorf("the report does not say why the check is not evaluated (%q):\n%s", want, text.String())
+	}
+}

@@ -129,7 +129,7 @@ func clusterAPIMachine(ctx context.Context, reader client.Reader, m *clusterv1.M
 		c.WorkloadError = err.Error()
 		return r, nil
 	}
-	node, err := Node(ctx, wl, wl, fleet.NewEvaluator(wl, check.Deps{Prometheus: check.NewPrometheusClient()}), r.NodeName, now)
+	node, err := Node(ctx, wl, wl, fleet.NewEvaluator(wl, check.Deps{Prometheus: unqueried{}}), r.NodeName, now)
 	if err != nil {
 		c.WorkloadError = err.Error()
 		return r, nil
@@ -200,4 +200,15 @@ func (r *MachineReport) writeClusterAPI(w io.Writer) error {
 	}
 	p.line(0, "")
 	return r.Node.WriteText(w)
+}
+
+// unqueried stands in for Prometheus in the report on a workload cluster's
+// node: the URLs of its profiles' prometheusInstant checks are the
+// workload cluster owner's to write, and the report runs where an
+// administrator runs it, inside networks that owner must not reach through
+// it. The check shows as an error saying so.
+type unqueried struct{}
+
+func (unqueried) Query(_ context.Context, url string, _ check.Credentials, _ string, _ time.Time) (float64, error) {
+	return 0, fmt.Errorf("not queried: %s comes from a profile of the workload cluster, and explain sends no request its owner chose", url)
 }
