@@ -99,10 +99,22 @@ vet: ## Run go vet, on the e2e and fault tests too (so that they compile where m
 	go vet -tags e2e,fault ./...
 
 .PHONY: test
-test: test-tools verify vet crosscheck ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race, then the fault campaign's ci form (make fault-ci).
-	go test $(GO_TEST_FLAGS) -timeout 20m -p 2 $$(go list ./... | grep -v -x -F $(foreach p,$(CLUSTER_PKGS),-e github.com/pitstop-dev/pitstop/$(p:./%=%)))
-	go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS)
-	@$(MAKE) --no-print-directory fault-ci
+# make test runs the fault campaign's ci form beside everything else, from
+# the start: it spends most of its time waiting on its cluster (drains,
+# PodDisruptionBudgets paused by a strike). Its output comes once it is done.
+test: test-tools ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race, and beside them the fault campaign's ci form (make fault-ci).
+	@log=$$(mktemp); $(MAKE) --no-print-directory fault-ci > $$log 2>&1 & fault=$$!; \
+	status=0; \
+	$(MAKE) --no-print-directory verify vet crosscheck || status=1; \
+	if [ $$status = 0 ]; then \
+	  echo "go test $(GO_TEST_FLAGS) -timeout 20m -p 2 (every package but $(CLUSTER_PKGS))"; \
+	  go test $(GO_TEST_FLAGS) -timeout 20m -p 2 $$(go list ./... | grep -v -x -F $(foreach p,$(CLUSTER_PKGS),-e github.com/pitstop-dev/pitstop/$(p:./%=%))) || status=1; \
+	  echo "go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS)"; \
+	  go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS) || status=1; \
+	fi; \
+	wait $$fault || status=1; \
+	echo "== the fault campaign's ci form (make fault-ci), run beside the rest:"; cat $$log; rm -f $$log; \
+	exit $$status
 
 .PHONY: e2e
 e2e: tools build ## The end-to-end scenarios on the local cluster (files tagged e2e: test/e2e, the demos, the real node, the image under podman), one package at a time, with -race.
@@ -122,15 +134,15 @@ bench: tools build ## Run the benchmarks in test/bench (slow; prints the figures
 
 .PHONY: fault
 fault: FAULTFLAGS ?= -form=long
-fault: test-tools ## Run the fault-injection campaign in test/fault (the API server stopped, etcd killed, leader kills, a partition, slow requests, a clock ahead, strikes mid-eviction, control-plane quorum, zone budgets racing, cordons and a co-actor, an upgrade mid-drain): the long form, FAULTFLAGS=-form=short the short one, FAULTFLAGS=-form=brief the brief one (docs/safety.md).
+fault: test-tools ## Run the fault-injection campaign in test/fault (the API server stopped, etcd killed, leader kills, a partition, slow requests, clocks ahead and behind, strikes mid-eviction, control-plane quorum, zone budgets racing, cordons and a co-actor, surges, an upgrade mid-drain): the long form, FAULTFLAGS=-form=short the short one, FAULTFLAGS=-form=brief the brief one (docs/safety.md).
 	go test -tags fault -count=1 -timeout 150m -v ./test/fault/ -args $(FAULTFLAGS)
 
 # The fault campaign's strikes that make test runs (docs/safety.md).
-FAULT_CI := SomeoneElsesCordon|CoActorUncordons|MidEviction
+FAULT_CI := MidEviction|SomeoneElsesCordon|CoActorUncordons|ZoneBudgetsRace|ControlPlaneQuorumUnderPartition|SkewedSlotClocks|SurgeWorldChanges|UpgradeMidDrain
 
 .PHONY: fault-ci
-fault-ci: test-tools ## Run the fault campaign's ci form, part of make test: the leader killed, etcd killed and the API server stopped mid-eviction, someone else's cordon, a co-actor uncordoning, with the webhook on and PodDisruptionBudgets at their tightest.
-	go test -tags fault -count=1 -timeout 15m ./test/fault/ -run '^TestFault($(FAULT_CI))$$' -args -form=ci
+fault-ci: test-tools ## Run the fault campaign's ci form, part of make test: the leader killed, etcd killed and the API server stopped mid-eviction, someone else's cordon, a co-actor uncordoning, two zone budgets racing, control-plane quorum under a partition, budget slots under skewed clocks, the world changing under a surge, an upgrade mid-drain; with the webhook on and PodDisruptionBudgets at their tightest.
+	go test -tags fault -count=1 -timeout 30m ./test/fault/ -run '^TestFault($(FAULT_CI))$$' -args -form=ci
 
 .PHONY: fuzz
 fuzz: tools ## Run every fuzz target (each func Fuzz... in a _test.go file) for FUZZTIME (default 1m), one after the other; a failing input is written to the package's testdata/fuzz.

@@ -16,7 +16,7 @@ import (
 
 // previous names the commit whose pitstop TestFaultUpgradeMidDrain starts
 // from: the last one before issue 38's work.
-var previous = flag.String("previous", "a695cdb", "the commit of the pitstop build that TestFaultUpgradeMidDrain upgrades from")
+var previous = flag.String("previous", "0d7dd9c", "the commit of the pitstop build that TestFaultUpgradeMidDrain upgrades from")
 
 // buildPrevious builds pitstop from the commit -previous names, from a
 // worktree of this clone in a temporary directory, which it removes again.
@@ -51,7 +51,7 @@ func buildPrevious(t *testing.T) string {
 }
 
 // TestFaultUpgradeMidDrain starts both managers from the previous build
-// (-previous, a695cdb by default) and, once a drain has evicted pods and
+// (-previous, 0d7dd9c by default: the last build that landed) and, once a drain has evicted pods and
 // has more to evict, replaces the leader with this build as a rolling
 // update of its Deployment would (SIGTERM, then the new binary); then the
 // other, once a drain is again mid-eviction. Each replacement hands the

@@ -206,13 +206,18 @@ func workers() int {
 	return pick(4, 4, 8)
 }
 
-// setUp installs the CRDs and pitstop's namespace.
+// setUp installs the CRDs (pitstop's, and the Machine API's for the
+// MachineSet TestFaultSurgeWorldChanges surges) and pitstop's namespace.
 func setUp(ctx context.Context) error {
 	crds, err := config.CRDs()
 	if err != nil {
 		return err
 	}
-	if err := install.CRDs(ctx, admin, crds); err != nil {
+	machineCRDs, err := config.MachineAPICRDs()
+	if err != nil {
+		return err
+	}
+	if err := install.CRDs(ctx, admin, append(crds, machineCRDs...)); err != nil {
 		return err
 	}
 	return admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
@@ -242,11 +247,11 @@ type rig struct {
 // rigOptions change the rig for one strike; the zero value is the rolling
 // maintenance of every worker by one profile.
 //
-// A manager's clock cannot be set for its whole process: `pitstop run` has
-// no flag or environment variable for a clock offset (TestFaultClockAhead
-// runs its managers in this process, with the NodeMaintenance controller's
-// clock ahead). A strike that needs a whole process skewed would add a
-// clock option to pitstop, then pass it per manager through args.
+// A `pitstop run` process's clock cannot be skewed: it has no flag or
+// environment variable for a clock offset. TestFaultClockAhead and
+// TestFaultSkewedSlotClocks run their managers in this process instead
+// (startInProcess), with the clock every controller judges by
+// (manager.Options.Clock) ahead or behind.
 type rigOptions struct {
 	// nodes are the nodes the test maintains (every worker by default).
 	nodes []string
