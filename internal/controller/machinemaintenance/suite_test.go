@@ -141,19 +141,24 @@ func (c *cluster) restart() {
 	c.start()
 }
 
-// poll runs one poll once the cache shows n Machines and m Nodes of the
-// test (what the poll reads), and returns its summary.
+// poll runs a poll and returns its summary. The cache it reads may lag
+// the test's and the reconciler's writes: a poll whose status write lost a
+// conflict (which the next poll retries) is run again at once, for up to
+// 10 s. Other errors are logged (EC2 errors are the test's).
 func (c *cluster) poll() machinemaintenance.PollSummary {
 	c.t.Helper()
-	var sum machinemaintenance.PollSummary
-	var err error
-	// The cache may lag what the test just created: poll until the poll
-	// sees no error from the API server (EC2 errors are the test's).
-	sum, err = c.poller.Poll(c.t.Context())
-	if err != nil {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sum, err := c.poller.Poll(c.t.Context())
+		if err == nil {
+			return sum
+		}
 		c.t.Logf("poll: %v", err)
+		if !apierrors.IsConflict(err) || time.Now().After(deadline) {
+			return sum
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return sum
 }
 
 // awsSpec is an aws Machine's providerSpec in the test's region.
