@@ -40,6 +40,12 @@ type ProfileRecord struct {
 	Failures  int               `json:"failures,omitempty"`
 	LastError string            `json:"lastError,omitempty"`
 	RetryAt   *metav1.MicroTime `json:"retryAt,omitempty"`
+	// FailedTo is the state the failed attempts were moving the node to
+	// (Current itself for its enter triggers): the wait until RetryAt
+	// holds back only that move, not another transition whose check
+	// passes meanwhile. Empty (a record of an older pitstop) holds back
+	// every move.
+	FailedTo pitstopv1alpha1.MaintenanceState `json:"failedTo,omitempty"`
 	// Checks is the last result of each check of Current's transitions:
 	// whether it passed. (Why is in the manager's evaluation, which changes
 	// too often to be written to the node.)
@@ -167,7 +173,7 @@ func (r *Record) EnterDone(profile string, done int) {
 	if !ok {
 		return
 	}
-	pr.EnterDone, pr.Failures, pr.LastError, pr.RetryAt = done, 0, "", nil
+	pr.EnterDone, pr.Failures, pr.LastError, pr.RetryAt, pr.FailedTo = done, 0, "", nil, ""
 	r.Profiles[profile] = pr
 }
 
@@ -177,7 +183,7 @@ func (r *Record) Entered(profile string) {
 	if !ok {
 		return
 	}
-	pr.Entering, pr.EnterDone, pr.Failures, pr.LastError, pr.RetryAt = false, 0, 0, "", nil
+	pr.Entering, pr.EnterDone, pr.Failures, pr.LastError, pr.RetryAt, pr.FailedTo = false, 0, 0, "", nil, ""
 	r.Profiles[profile] = pr
 }
 
@@ -244,10 +250,16 @@ func writable(t time.Time) bool {
 	return y >= 0 && y <= 9999
 }
 
-// Fail records a failed attempt at leaving the profile's state, to be
-// retried at retryAt, and returns how many attempts have failed in a row.
-func (r *Record) Fail(profile string, err error, retryAt time.Time) int {
+// Fail records a failed attempt at moving the node to state to in the
+// profile (its current state's enter triggers: to is the current state),
+// to be retried at retryAt, and returns how many attempts have failed in a
+// row.
+func (r *Record) Fail(profile string, to pitstopv1alpha1.MaintenanceState, err error, retryAt time.Time) int {
 	pr := r.Profiles[profile]
+	if pr.Failures > 0 && pr.FailedTo != to {
+		pr.Failures = 0 // another move failed before: a new count
+	}
+	pr.FailedTo = to
 	pr.Failures++
 	pr.LastError = boundError(err.Error())
 	pr.RetryAt = &metav1.MicroTime{Time: retryAt}
@@ -322,7 +334,7 @@ func (r *Record) ClearFailures(profile string) {
 	if !ok || pr.Failures == 0 && pr.RetryAt == nil {
 		return
 	}
-	pr.Failures, pr.LastError, pr.RetryAt = 0, "", nil
+	pr.Failures, pr.LastError, pr.RetryAt, pr.FailedTo = 0, "", nil, ""
 	r.Profiles[profile] = pr
 }
 

@@ -98,7 +98,7 @@ func FuzzReadRecord(f *testing.F) {
 		long := errors.New(strings.Repeat("<é", maxLastError))
 		for name := range r.Profiles {
 			failed := Record{Profiles: maps.Clone(r.Profiles)}
-			failed.Fail(name, long, time.Now())
+			failed.Fail(name, pitstopv1alpha1.StateInMaintenance, long, time.Now())
 			if got := failed.Profiles[name].LastError; len(got) > maxLastError {
 				t.Fatalf("profile %s: LastError is %d bytes after a failure, want at most %d", name, len(got), maxLastError)
 			}

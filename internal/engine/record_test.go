@@ -33,7 +33,7 @@ func TestRecordRoundTripAndSync(t *testing.T) {
 
 	r.SetChecks("os", map[string]bool{"rebooted": false, "healthy": true})
 	retryAt := t0.Add(2*time.Minute + 1500*time.Millisecond)
-	if n := r.Fail("os", errors.New("trigger uncordon: refused"), retryAt); n != 1 {
+	if n := r.Fail("os", pitstopv1alpha1.StateInMaintenance, errors.New("trigger uncordon: refused"), retryAt); n != 1 {
 		t.Errorf("first failure counted as %d", n)
 	}
 
@@ -243,7 +243,7 @@ func TestUntrustedLongErrorsAreBoundedInTheRecord(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := Record{Profiles: map[string]ProfileRecord{"os": {Current: operational}}}
-			r.Fail("os", errors.New(msg), time.Now())
+			r.Fail("os", pitstopv1alpha1.StateInMaintenance, errors.New(msg), time.Now())
 			got := r.Profiles["os"].LastError
 			if len(got) > maxLastError {
 				t.Fatalf("LastError is %d bytes, want at most %d", len(got), maxLastError)
@@ -260,7 +260,7 @@ func TestUntrustedLongErrorsAreBoundedInTheRecord(t *testing.T) {
 		})
 	}
 	r := Record{Profiles: map[string]ProfileRecord{"os": {Current: operational}}}
-	r.Fail("os", errors.New("short"), time.Now())
+	r.Fail("os", pitstopv1alpha1.StateInMaintenance, errors.New("short"), time.Now())
 	if got := r.Profiles["os"].LastError; got != "short" {
 		t.Errorf("a short error is kept as %q", got)
 	}

@@ -152,7 +152,7 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 	after := s.after
 	if err != nil {
 		after = retryAfter(p.record.Profiles[name].Failures + 1)
-		attempt := p.record.Fail(name, err, p.now.Add(after))
+		attempt := p.record.Fail(name, s.failedTo, err, p.now.Add(after))
 		r.recorder.Eventf(p.node, nil, corev1.EventTypeWarning, pitstopv1alpha1.EventChangeFailed, "Transition",
 			"profile %s: %v; the node stays %s (attempt %d, next in %s)", name, err, p.record.Profiles[name].Current, attempt, after)
 	}
@@ -194,6 +194,9 @@ type stepped struct {
 	leaving bool
 	// wait is what the node waits for from the fleet, when it stays.
 	wait fleetWait
+	// failedTo is the state the step failed to move the node to, with
+	// its error.
+	failedTo pitstopv1alpha1.MaintenanceState
 }
 
 // write writes the node as the pass left it, with its record, in one

@@ -193,12 +193,15 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 		}
 		return stepped{after: requeue, wait: wait}, nil
 	}
-	if why := fleet.WaitingToRetry(pr, now); why != "" {
+	t := transitions[d.Take]
+	// The wait after a failed attempt holds back that move only: a node
+	// whose replacement failed may still go back to operational at once
+	// when it no longer asks for one.
+	if why := fleet.WaitingToRetry(pr, now); why != "" && (pr.FailedTo == "" || pr.FailedTo == t.Next) {
 		d.Evaluations[d.Take].Blocked = why
 		remember()
 		return stepped{after: until(pr.RetryAt.Time, now), wait: wait}, nil
 	}
-	t := transitions[d.Take]
 	entering := t.Next == pitstopv1alpha1.StateInMaintenance && pr.Current != pitstopv1alpha1.StateInMaintenance
 	if entering {
 		v, err := r.admission.Admit(ctx, admission.Request{Profile: c.Admission(), Transition: t, Node: node, Since: pr.Since.Time, Now: now, Fleet: view})
@@ -207,7 +210,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 			r.seedMetrics.TransitionFailed(name)
 			d.Evaluations[d.Take].Blocked = "taking a budget slot failed: " + err.Error()
 			remember()
-			return stepped{wait: wait}, fmt.Errorf("taking a budget slot: %w", err)
+			return stepped{wait: wait, failedTo: t.Next}, fmt.Errorf("taking a budget slot: %w", err)
 		}
 		if !v.Admitted {
 			wait.onFleet, wait.inLine = true, v.InLine
@@ -238,7 +241,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 			r.seedMetrics.TransitionFailed(name)
 			d.Evaluations[d.Take].Blocked = fmt.Sprintf("trigger %s failed: %v", tn, err)
 			remember()
-			return stepped{wait: wait}, fmt.Errorf("trigger %s: %w", tn, err)
+			return stepped{wait: wait, failedTo: t.Next}, fmt.Errorf("trigger %s: %w", tn, err)
 		}
 		if !done {
 			d.Evaluations[d.Take].Blocked = status
@@ -307,7 +310,7 @@ func (r *Reconciler) enter(ctx context.Context, p *pass, c *fleet.Compiled) (ste
 			transitionFailures.WithLabelValues(name, "enter trigger "+tn).Inc()
 			r.seedMetrics.TransitionFailed(name)
 			remember(fmt.Sprintf("enter trigger %s failed: %v", tn, err))
-			return stepped{}, fmt.Errorf("entering %s: trigger %s: %w", pr.Current, tn, err)
+			return stepped{failedTo: pr.Current}, fmt.Errorf("entering %s: trigger %s: %w", pr.Current, tn, err)
 		}
 		if !done {
 			remember(fmt.Sprintf("trigger %s: %s", tn, status))

@@ -386,3 +386,47 @@ func TestOneProfilesFailureDoesNotHoldAnother(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAFailedMoveHoldsBackOnlyItself: the drain of a node's move into
+// maintenance keeps failing (an admission policy refuses its
+// NodeMaintenance), and the waits between attempts grow. The node then
+// stops asking for maintenance: its other transition, back to
+// operational, is taken at once, not after the failed move's wait.
+func TestAFailedMoveHoldsBackOnlyItself(t *testing.T) {
+	refuseMaintenancesOf(t, "withdrawn-0")
+	testutil.Create(t, env.Client, testutil.Node("withdrawn-0", testutil.WithLabels(map[string]string{"pool": "withdrawn"})))
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	p := restoringProfile("withdrawn")
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "reboot_needed && budget"
+	p.Spec.States.MaintenanceRequired.Transitions = append(p.Spec.States.MaintenanceRequired.Transitions,
+		pitstopv1alpha1.Transition{Check: "!reboot_needed", Next: pitstopv1alpha1.StateOperational})
+	testutil.Create(t, env.Client, p)
+	annotateNode(t, "withdrawn-0", "reboot-needed", `"true"`)
+
+	var rec engine.ProfileRecord
+	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		r, err := engine.ReadRecord(testutil.GetNode(t, env.Client, "withdrawn-0"))
+		if err != nil {
+			return err
+		}
+		if rec = r.Profiles["withdrawn"]; rec.Failures < 4 {
+			return fmt.Errorf("%d failed attempts recorded", rec.Failures)
+		}
+		return nil
+	})
+	if rec.FailedTo != pitstopv1alpha1.StateInMaintenance {
+		t.Errorf("the record says the failed attempts moved to %q, want %s", rec.FailedTo, pitstopv1alpha1.StateInMaintenance)
+	}
+	withdrawn := time.Now()
+	annotateNode(t, "withdrawn-0", "reboot-needed", "null")
+	testutil.Eventually(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if got := testutil.GetNode(t, env.Client, "withdrawn-0").Labels[pitstopv1alpha1.LabelState]; got != string(pitstopv1alpha1.StateOperational) {
+			return fmt.Errorf("state %q after the request was withdrawn", got)
+		}
+		return nil
+	})
+	if took := time.Since(withdrawn); took > 3*time.Second {
+		t.Errorf("the node went back to operational %s after it stopped asking, with the failed move's next attempt at %s: the wait held back another transition",
+			took.Round(100*time.Millisecond), rec.RetryAt.Format(time.RFC3339Nano))
+	}
+}
