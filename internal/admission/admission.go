@@ -80,6 +80,10 @@ type Verdict struct {
 	// for one of its slots.
 	Full, Why string
 	InLine    []string
+	// FreesIn, when not zero, is when the full budget's first slot expires
+	// on this replica's count (a stagger, a maxMaintenance with
+	// skipAfter): no event says so, so the node is evaluated again then.
+	FreesIn time.Duration
 }
 
 // Admit takes a slot of every budget the transition's check names
@@ -100,6 +104,13 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 		giveBack()
 		return Verdict{Full: b.Check, Why: why, InLine: []string{b.WakeKey()}}, nil
 	}
+	// full refuses the node because every slot of b is taken, saying when
+	// the first expires where b's slots do.
+	full := func(b Budget) (Verdict, error) {
+		v, err := refuse(b, slotsTaken(b))
+		v.FreesIn = a.slots.ExpiresIn(ctx, b.Key, b.Size, max(b.lasts, b.skipAfter), req.Now)
+		return v, err
+	}
 	for _, name := range req.Transition.Expression.Names() {
 		b, isBudget := a.budgetOf(ctx, req.Profile, name, node, req.Now)
 		if !isBudget {
@@ -109,7 +120,7 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 		free, holding := a.slots.Free(ctx, b.Key, b.Size, node.Name, b.expired(a.slots, req.Now))
 		if !holding {
 			if free == 0 {
-				return refuse(b, slotsTaken(b))
+				return full(b)
 			}
 			// The nodes in line ahead of this one take the free slots.
 			if ahead := a.waiters.ahead(wakeKey, node.Name, req.Since, req.Now); ahead >= free {
@@ -126,7 +137,7 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 			return Verdict{}, err
 		}
 		if !got {
-			return refuse(b, slotsTaken(b))
+			return full(b)
 		}
 		if holding && b.MaxMaintenance != nil {
 			confirmed, err := a.confirm(ctx, b, node.Name, req.Now)

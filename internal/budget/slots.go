@@ -351,6 +351,33 @@ func (s *Slots) Free(ctx context.Context, key Key, size int, node string, expire
 	return max(size-held, 0), false
 }
 
+// ExpiresIn is how long, on this process's count (Unchanged), until the
+// first of the budget's held slots is lasts old, for a budget whose slots
+// expire (a stagger's duration, a maxMaintenance's skipAfter): when a node
+// that waits for one is worth evaluating again. Zero when the cache shows
+// no held slot.
+func (s *Slots) ExpiresIn(ctx context.Context, key Key, size int, lasts time.Duration, now time.Time) time.Duration {
+	if s == nil || s.Cache == nil || lasts <= 0 {
+		return 0
+	}
+	list := &coordinationv1.LeaseList{}
+	if err := s.cached(ctx, key, list); err != nil {
+		return 0
+	}
+	var soonest time.Duration
+	for i := range list.Items {
+		lease := &list.Items[i]
+		if HolderOf(lease) == "" || !isSlot(key, size, lease.Name) {
+			continue
+		}
+		left := max(lasts-s.Unchanged(lease, now), time.Millisecond)
+		if soonest == 0 || left < soonest {
+			soonest = left
+		}
+	}
+	return soonest
+}
+
 // counts says a Lease takes up one of the first size slots of the budget:
 // it is one of them, held, and not expired.
 func counts(key Key, size int, lease *coordinationv1.Lease, expired Stale) bool {

@@ -224,8 +224,9 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 			passed[v.Full] = false
 			record.SetChecks(name, passed)
 			// Every slot is taken: the node is a waiter on the budget, and
-			// the node that gives a slot back wakes it.
-			return stepped{after: shortest(requeue, admission.WaiterRecheck), wait: wait}, nil
+			// the node that gives a slot back wakes it; a slot that expires
+			// (FreesIn) wakes no one, so the node looks again then.
+			return stepped{after: shortest(shortest(requeue, v.FreesIn), admission.WaiterRecheck), wait: wait}, nil
 		}
 	}
 	if entering {

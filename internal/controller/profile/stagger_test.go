@@ -55,3 +55,50 @@ func TestAStaggerGroupSpacesOutEntriesAcrossProfiles(t *testing.T) {
 		t.Errorf("in maintenance: %v, want one node of the two profiles sharing the stagger group", in)
 	}
 }
+
+// TestANodeWaitingForAStaggerGoesWhenTheSlotExpires: a stagger lets one
+// node in per 4 s; the first node is out of maintenance again at once, so
+// only its slot holds the second back, and that slot expires without an
+// event. The second node goes about 4 s after the first, when the slot
+// expires, not at the 30 s recheck of every waiting node.
+func TestANodeWaitingForAStaggerGoesWhenTheSlotExpires(t *testing.T) {
+	clustertest.StartManager(t, env.Config, env.Client, clustertest.Options{})
+	p := rollingProfile("paced", "paced", 5)
+	p.Spec.Checks = append(p.Spec.Checks, pitstopv1alpha1.CheckInstance{Name: "spaced",
+		Stagger: &pitstopv1alpha1.StaggerCheck{Duration: pitstopv1alpha1.Duration{Duration: 4 * time.Second}, Parallel: 1}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Check = "budget && spaced"
+	// Out of maintenance as soon as it is in: the trigger takes the
+	// request off on the way in.
+	p.Spec.Triggers = append(p.Spec.Triggers, pitstopv1alpha1.TriggerInstance{Name: "done",
+		AlterAnnotation: &pitstopv1alpha1.AlterTrigger{Key: "reboot-needed", Remove: true}})
+	p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"mark", "done"}
+	testutil.Create(t, env.Client, p)
+	nodes := []string{"paced-0", "paced-1"}
+	for _, n := range nodes {
+		testutil.Create(t, env.Client, testutil.Node(n, testutil.WithLabels(map[string]string{"pool": "paced"})))
+		annotateNode(t, n, "reboot-needed", `"true"`)
+	}
+	// Each node's first sight back in operational, after maintenance.
+	through := map[string]time.Time{}
+	testutil.Eventually(t, 40*time.Second, 50*time.Millisecond, func() error {
+		for _, n := range nodes {
+			node := testutil.GetNode(t, env.Client, n)
+			if _, asked := node.Annotations["reboot-needed"]; !asked && through[n].IsZero() &&
+				node.Labels[pitstopv1alpha1.LabelState] == string(pitstopv1alpha1.StateOperational) {
+				through[n] = time.Now()
+			}
+		}
+		if len(through) < 2 {
+			return fmt.Errorf("through maintenance: %v", through)
+		}
+		return nil
+	})
+	gap := through[nodes[1]].Sub(through[nodes[0]]).Abs()
+	if gap < 4*time.Second-200*time.Millisecond {
+		t.Errorf("the second node went %s after the first, within the stagger's 4s", gap.Round(100*time.Millisecond))
+	}
+	if gap > 10*time.Second {
+		t.Errorf("the second node went %s after the first, whose slot expired after 4s: it waited for a recheck, not for the slot", gap.Round(100*time.Millisecond))
+	}
+	t.Logf("the second node went %s after the first", gap.Round(100*time.Millisecond))
+}
