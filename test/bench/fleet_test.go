@@ -147,6 +147,36 @@ type fleetResult struct {
 type phase struct {
 	name    string
 	samples []time.Duration
+	// round marks one of pitstop's own steps a round, which follow each
+	// other in every slot; over is the part of the step that is not
+	// pitstop's (the maintenance the wait step waits out).
+	round bool
+	over  time.Duration
+}
+
+// mean is the step's mean duration; 0 if no node went through it.
+func (p phase) mean() time.Duration {
+	if len(p.samples) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range p.samples {
+		sum += d
+	}
+	return sum / time.Duration(len(p.samples))
+}
+
+// stepsPerRound is pitstop's own part of a round: the sum of the means of
+// its steps a round (drained → in-maintenance, the wait's overrun, deleted
+// → restored, restored → out, out → next NodeMaintenance created).
+func stepsPerRound(phases []phase) time.Duration {
+	var sum time.Duration
+	for _, p := range phases {
+		if p.round {
+			sum += max(p.mean()-p.over, 0)
+		}
+	}
+	return sum
 }
 
 // median is the step's median duration; 0 if no node went through it.
@@ -164,13 +194,8 @@ func (p phase) String() string {
 	if len(p.samples) == 0 {
 		return p.name + ": no samples"
 	}
-	var sum time.Duration
-	for _, d := range p.samples {
-		sum += d
-	}
-	mean := sum / time.Duration(len(p.samples))
 	return fmt.Sprintf("%s: median %.2fs, mean %.2fs, p90 %.2fs, max %.2fs (%d)", p.name, p.median().Seconds(),
-		mean.Seconds(), percentile(p.samples, 0.9).Seconds(), slices.Max(p.samples).Seconds(), len(p.samples))
+		p.mean().Seconds(), percentile(p.samples, 0.9).Seconds(), slices.Max(p.samples).Seconds(), len(p.samples))
 }
 
 // timeline is when the benchmark's watches saw a node's maintenance go
@@ -270,6 +295,8 @@ func runFleet(b *testing.B, binary string, nodes int) {
 	b.ReportMetric(res.makespan.Seconds(), "makespan-s")
 	b.ReportMetric(res.makespan.Seconds()/res.lowerBound.Seconds(), "makespan/bound")
 	b.ReportMetric(res.makespan.Seconds()/res.workBound.Seconds(), "makespan/work")
+	b.ReportMetric(res.makespan.Seconds()/res.listSchedule.Seconds(), "makespan/list")
+	b.ReportMetric(stepsPerRound(res.phases).Seconds(), "steps-s/round")
 	b.ReportMetric(float64(res.peakRSS)/(1<<20), "peak-RSS-MB")
 	b.ReportMetric(res.requests, "requests/node")
 }
@@ -614,26 +641,30 @@ func listSchedule(timelines map[string]*timeline, budget int, maintenance time.D
 func fleetPhases(start time.Time, timelines map[string]*timeline, admissions, exits, slotsFreed, slotsTaken []time.Time, budget int) []phase {
 	var phases []phase
 	if len(admissions) > 0 {
-		phases = append(phases, phase{"start (all nodes annotated at once) → first NodeMaintenance created", []time.Duration{admissions[0].Sub(start)}})
+		phases = append(phases, phase{name: "start (all nodes annotated at once) → first NodeMaintenance created", samples: []time.Duration{admissions[0].Sub(start)}})
 	}
 	step := func(name string, span func(t *timeline) (time.Time, time.Time)) phase {
-		return phase{name, spans(timelines, span)}
+		return phase{name: name, samples: spans(timelines, span)}
+	}
+	ofRound := func(p phase, over time.Duration) phase {
+		p.round, p.over = true, over
+		return p
 	}
 	phases = append(phases,
 		step("NodeMaintenance created → Drained", func(t *timeline) (time.Time, time.Time) { return t.created, t.drained }),
-		step("drained → in-maintenance", func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered }),
-		step("in-maintenance → NodeMaintenance deleted", func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting }),
-		step("deleted → node restored (uncordoned)", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.restored }),
-		step("restored → node out of maintenance", func(t *timeline) (time.Time, time.Time) { return t.restored, t.left }),
+		ofRound(step("drained → in-maintenance", func(t *timeline) (time.Time, time.Time) { return t.drained, t.entered }), 0),
+		ofRound(step("in-maintenance → NodeMaintenance deleted", func(t *timeline) (time.Time, time.Time) { return t.entered, t.deleting }), *fleetMaintenance),
+		ofRound(step("deleted → node restored (uncordoned)", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.restored }), 0),
+		ofRound(step("restored → node out of maintenance", func(t *timeline) (time.Time, time.Time) { return t.restored, t.left }), 0),
 		step("deleted → NodeMaintenance gone", func(t *timeline) (time.Time, time.Time) { return t.deleting, t.gone }),
 	)
 	if refills := refills(exits, admissions, budget); len(refills) > 0 {
-		phases = append(phases, phase{"node out of maintenance → next NodeMaintenance created", refills})
+		phases = append(phases, phase{name: "node out of maintenance → next NodeMaintenance created", samples: refills, round: true})
 	}
 	// The refill's parts, from the slot Leases.
 	phases = append(phases, step("  of it: node out of maintenance → its slot given back", func(t *timeline) (time.Time, time.Time) { return t.left, t.slotFreed }))
 	if handOvers := refills(slotsFreed, slotsTaken, budget); len(handOvers) > 0 {
-		phases = append(phases, phase{"  of it: slot given back → next slot taken", handOvers})
+		phases = append(phases, phase{name: "  of it: slot given back → next slot taken", samples: handOvers})
 	}
 	phases = append(phases, step("  of it: slot taken → its NodeMaintenance created", func(t *timeline) (time.Time, time.Time) { return t.slotTaken, t.created }))
 	return phases
