@@ -128,12 +128,25 @@ func (c *cluster) retireID(id, eventID string) string {
 	c.t.Helper()
 	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: eventID, Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, eventID)
+	c.awaitEventOnNode(name)
+	return name
+}
+
+// awaitEventOnNode polls until the MachineMaintenance name exists and
+// names its node. A poll whose cache has not caught up with the Machine's
+// nodeRef creates it without its node (the node is found only through the
+// Machine), and a later poll names it, as the next poll does in a running
+// manager; a trigger run on the node before that finds no event of it.
+func (c *cluster) awaitEventOnNode(name string) {
+	c.t.Helper()
 	eventually(c.t, func() error {
 		c.poll()
-		_, err := mmOf(c.t, c.ns, name)
+		mm, err := mmOf(c.t, c.ns, name)
+		if err == nil && mm.Spec.NodeName == "" {
+			return fmt.Errorf("MachineMaintenance %s/%s names no node yet", c.ns, name)
+		}
 		return err
 	})
-	return name
 }
 
 func instanceOfMachine(t *testing.T, m *machinev1beta1.Machine) string {
@@ -567,7 +580,7 @@ func TestReplaceWithoutSurgeDeletesTheMachine(t *testing.T) {
 	m, id := c.machine("worker-a", nil)
 	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-s", Code: "instance-stop", NotBefore: time.Now().Add(48 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-s")
-	eventually(t, func() error { c.poll(); _, err := mmOf(t, c.ns, name); return err })
+	c.awaitEventOnNode(name)
 	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{Surge: ptr.To(false)}}, c.ns+"-worker-a", c.ns, time.Now().Add(-time.Minute))
 	phaseIs(t, c.ns, name, pitstopv1alpha1.EventCompleted)
 	if err := gone(t, m); err != nil {
@@ -601,7 +614,7 @@ func TestRebootInstanceRebootsInPlace(t *testing.T) {
 	nodeName := c.ns + "-worker-a"
 	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-b", Code: "instance-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-b")
-	eventually(t, func() error { c.poll(); _, err := mmOf(t, c.ns, name); return err })
+	c.awaitEventOnNode(name)
 	// The instance comes back with a new boot ID.
 	c.ec2.OnReboot(func(string) {
 		go func() {

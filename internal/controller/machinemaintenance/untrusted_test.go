@@ -232,7 +232,7 @@ func TestUntrustedEventOnAnInstanceNoMachineOwnsStaysOffTheNode(t *testing.T) {
 	c.ec2.ScheduleEvent(machineID, ec2fake.ScheduledEvent{ID: "instance-event-m", Code: "instance-retirement", NotBefore: soon})
 
 	machineEvent := machinemaintenance.ObjectName(machineID, "instance-event-m")
-	eventually(t, func() error { c.poll(); _, err := mmOf(t, c.ns, machineEvent); return err })
+	c.awaitEventOnNode(machineEvent)
 	mm := withStartBy(t, c.ns, machineEvent)
 	if mm.Spec.NodeName != c.ns+"-worker-a" {
 		t.Errorf("worker-a's event is on node %q, want %s-worker-a", mm.Spec.NodeName, c.ns)
