@@ -99,22 +99,10 @@ vet: ## Run go vet, on the e2e and fault tests too (so that they compile where m
 	go vet -tags e2e,fault ./...
 
 .PHONY: test
-# make test runs the fault campaign's ci form beside everything else, from
-# the start: it spends most of its time waiting on its cluster (drains,
-# PodDisruptionBudgets paused by a strike). Its output comes once it is done.
-test: test-tools ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race, and beside them the fault campaign's ci form (make fault-ci).
-	@log=$$(mktemp); $(MAKE) --no-print-directory fault-ci > $$log 2>&1 & fault=$$!; \
-	status=0; \
-	$(MAKE) --no-print-directory verify vet crosscheck || status=1; \
-	if [ $$status = 0 ]; then \
-	  echo "go test $(GO_TEST_FLAGS) -timeout 20m -p 2 (every package but $(CLUSTER_PKGS))"; \
-	  go test $(GO_TEST_FLAGS) -timeout 20m -p 2 $$(go list ./... | grep -v -x -F $(foreach p,$(CLUSTER_PKGS),-e github.com/pitstop-dev/pitstop/$(p:./%=%))) || status=1; \
-	  echo "go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS)"; \
-	  go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS) || status=1; \
-	fi; \
-	wait $$fault || status=1; \
-	echo "== the fault campaign's ci form (make fault-ci), run beside the rest:"; cat $$log; rm -f $$log; \
-	exit $$status
+test: test-tools verify vet crosscheck ## What CI runs: tools, generated-file check, vet, a Windows compile, every test but e2e and fault with -race, then the fault campaign's ci form (make fault-ci).
+	go test $(GO_TEST_FLAGS) -timeout 20m -p 2 $$(go list ./... | grep -v -x -F $(foreach p,$(CLUSTER_PKGS),-e github.com/pitstop-dev/pitstop/$(p:./%=%)))
+	go test $(GO_TEST_FLAGS) -timeout 20m -p 1 $(CLUSTER_PKGS)
+	@$(MAKE) --no-print-directory fault-ci
 
 .PHONY: e2e
 e2e: tools build ## The end-to-end scenarios on the local cluster (files tagged e2e: test/e2e, the demos, the real node, the image under podman), one package at a time, with -race.
