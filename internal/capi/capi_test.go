@@ -22,7 +22,6 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/capi"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
-	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -112,19 +111,12 @@ func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 	nodeLabelIs(t, node, capi.LabelMachineMaintenance, "true")
 	// pitstop explain machine, in the management cluster, shows the
 	// request and the workload node's report.
-	report, err := explain.Machine(t.Context(), mgmtClient, mgmtClient, fleet.NewEvaluator(mgmtClient, check.Deps{}), w.ns+"/m-0", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text strings.Builder
-	if err := report.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
+	text := explainMachine(t, w.ns+"/m-0")
 	for _, want := range []string{"Machine " + w.ns + "/m-0 (Cluster API, workload cluster " + w.ns + "/wl): ", "node " + node,
 		"opted in: a deletion will wait for the workload node's approval", "maintenance requested: waiting for the workload node",
 		"Node " + node} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("pitstop explain machine lacks %q:\n%s", want, text.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("pitstop explain machine lacks %q:\n%s", want, text)
 		}
 	}
 	// The dashboard's clusters page: the cluster, the Machine, its

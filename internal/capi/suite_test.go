@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,7 +31,10 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/capi"
+	"github.com/pitstop-dev/pitstop/internal/explain"
+	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -380,4 +384,19 @@ func serviceAccountKubeconfig(t *testing.T, name string) (kubeconfigData []byte,
 			return nil
 		})
 	}
+}
+
+// explainMachine is `pitstop explain machine NAMESPACE/NAME` run against
+// the management cluster, as text.
+func explainMachine(t *testing.T, ref string) string {
+	t.Helper()
+	report, err := explain.Machine(t.Context(), mgmtClient, mgmtClient, fleet.NewEvaluator(mgmtClient, check.Deps{}), ref, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := report.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	return text.String()
 }

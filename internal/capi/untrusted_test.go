@@ -554,18 +554,11 @@ func TestUntrustedWorkloadProfileSteersNoQueryFromExplain(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = wlClient.Delete(t.Context(), profile) })
 
-	report, err := explain.Machine(t.Context(), mgmtClient, mgmtClient, fleet.NewEvaluator(mgmtClient, check.Deps{}), w.ns+"/m-0", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text strings.Builder
-	if err := report.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
+	text := explainMachine(t, w.ns+"/m-0")
 	if n := hits.Load(); n != 0 {
 		t.Errorf("explain machine sent %d requests to the URL a workload cluster's profile names", n)
 	}
-	if want := "not queried: " + bait.URL; !strings.Contains(text.String(), want) {
-		t.Errorf("the report does not say why the check is not evaluated (%q):\n%s", want, text.String())
+	if want := "not queried: " + bait.URL; !strings.Contains(text, want) {
+		t.Errorf("the report does not say why the check is not evaluated (%q):\n%s", want, text)
 	}
 }
