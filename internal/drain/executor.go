@@ -111,42 +111,46 @@ type Executor struct {
 // the pod's UID as a precondition: a StatefulSet pod recreated under the same
 // name is not evicted by mistake.
 func (e *Executor) Evict(ctx context.Context, pods []*corev1.Pod, gracePeriod *int64) Result {
-	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult {
-		eviction := &policyv1.Eviction{
-			ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
-			DeleteOptions: deleteOptions(pod, gracePeriod),
-		}
-		err := e.Client.SubResource("eviction").Create(ctx, pod, eviction)
-		switch {
-		case err == nil:
-			return PodResult{Pod: pod, Outcome: Evicted}
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			return PodResult{Pod: pod, Outcome: Gone}
-		case apierrors.IsTooManyRequests(err):
-			return PodResult{Pod: pod, Outcome: Refused, Err: err}
-		default:
-			return PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("evicting pod %s: %w", klog.KObj(pod), err)}
-		}
-	})
+	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult { return e.evictOne(ctx, pod, gracePeriod) })
+}
+
+func (e *Executor) evictOne(ctx context.Context, pod *corev1.Pod, gracePeriod *int64) PodResult {
+	eviction := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+		DeleteOptions: deleteOptions(pod, gracePeriod),
+	}
+	err := e.Client.SubResource("eviction").Create(ctx, pod, eviction)
+	switch {
+	case err == nil:
+		return PodResult{Pod: pod, Outcome: Evicted}
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return PodResult{Pod: pod, Outcome: Gone}
+	case apierrors.IsTooManyRequests(err):
+		return PodResult{Pod: pod, Outcome: Refused, Err: err}
+	default:
+		return PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("evicting pod %s: %w", klog.KObj(pod), err)}
+	}
 }
 
 // Delete deletes each pod directly, bypassing PodDisruptionBudgets: for
 // finished pods, and for the force-delete a drain timeout may call for.
 func (e *Executor) Delete(ctx context.Context, pods []*corev1.Pod, gracePeriod *int64) Result {
-	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult {
-		// Not DeleteOptions.Raw: controller-runtime overwrites its grace
-		// period and preconditions with the (unset) typed fields.
-		opts := deleteOptions(pod, gracePeriod)
-		err := e.Client.Delete(ctx, pod, &client.DeleteOptions{GracePeriodSeconds: opts.GracePeriodSeconds, Preconditions: opts.Preconditions})
-		switch {
-		case err == nil:
-			return PodResult{Pod: pod, Outcome: Deleted}
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			return PodResult{Pod: pod, Outcome: Gone}
-		default:
-			return PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("deleting pod %s: %w", klog.KObj(pod), err)}
-		}
-	})
+	return e.each(ctx, pods, func(ctx context.Context, pod *corev1.Pod) PodResult { return e.deleteOne(ctx, pod, gracePeriod) })
+}
+
+func (e *Executor) deleteOne(ctx context.Context, pod *corev1.Pod, gracePeriod *int64) PodResult {
+	// Not DeleteOptions.Raw: controller-runtime overwrites its grace
+	// period and preconditions with the (unset) typed fields.
+	opts := deleteOptions(pod, gracePeriod)
+	err := e.Client.Delete(ctx, pod, &client.DeleteOptions{GracePeriodSeconds: opts.GracePeriodSeconds, Preconditions: opts.Preconditions})
+	switch {
+	case err == nil:
+		return PodResult{Pod: pod, Outcome: Deleted}
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return PodResult{Pod: pod, Outcome: Gone}
+	default:
+		return PodResult{Pod: pod, Outcome: Failed, Err: fmt.Errorf("deleting pod %s: %w", klog.KObj(pod), err)}
+	}
 }
 
 func deleteOptions(pod *corev1.Pod, gracePeriod *int64) *metav1.DeleteOptions {

@@ -31,6 +31,9 @@ func (r *Reconciler) holdStale(ctx context.Context, nm *pitstopv1alpha1.NodeMain
 	var held []heldPod
 	for _, pod := range pods {
 		pdb := drain.CoveringPDB(pod, budgets[pod.Namespace])
+		if r.evicted.waiting(nm.Name, pod, pdb, now) {
+			continue // refused or failed: asked again later
+		}
 		if pdb == nil {
 			evict = append(evict, pod)
 			continue

@@ -68,24 +68,39 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 		return r.onTimeout(ctx, s, plan)
 	}
 
+	// The answers to what earlier reconciles handed the eviction queue.
+	answers, _ := r.queue.Take(nm.Name)
+	if len(answers.Pods) > 0 {
+		r.gate.noticeUnreachable(answers)
+		recordResults(answers)
+		pdbs, err := r.refusingPDBs(ctx, answers)
+		if err != nil {
+			return 0, true, err
+		}
+		// Back off only while nothing moves: answers with an eviction
+		// made progress, and the next refusal is retried after the plain
+		// interval.
+		stuck := answers.Count(drain.Refused) > 0 && answers.Count(drain.Evicted) == 0
+		backoff := r.evicted.backoff(nm.Name, stuck, retryInterval(nm))
+		r.evicted.answered(nm.Name, answers, pdbs, s.now, max(backoff, retryInterval(nm)), retryInterval(nm))
+	}
+
 	grace := nm.Spec.Drain.GracePeriodSeconds
 	toEvict, held, err := r.holdStale(ctx, nm, r.evicted.filter(nm.Name, plan.Evict, s.now), s.now)
 	if err != nil {
 		return 0, true, err
 	}
-	deleted := r.executor.Delete(ctx, plan.Delete, grace)
-	evicted := r.executor.Evict(ctx, toEvict, grace)
-	r.gate.noticeUnreachable(evicted, deleted)
-	r.evicted.record(nm.Name, evicted, s.now)
-	r.evicted.record(nm.Name, deleted, s.now)
-	recordResults(evicted, deleted)
+	// Handed over and not waited for: the answers come back through Take,
+	// their drain woken by the queue; pods leaving wake it through watches.
+	r.queue.Delete(nm.Name, plan.Delete, grace)
+	r.queue.Evict(nm.Name, toEvict, grace)
 
 	stuckAfter := r.forceDeleteStuck(ctx, nm, plan.Terminating, s.now)
 	if nm.Spec.Drain.ForceDeleteTerminating {
-		// The pods this round evicted or deleted are stuck, if they are,
-		// once their grace period has passed: look then (a pod that only
-		// starts terminating wakes no drain).
-		for _, res := range append(evicted.With(drain.Evicted), deleted.With(drain.Deleted)...) {
+		// The pods evicted or deleted are stuck, if they are, once their
+		// grace period has passed: look then (a pod that only starts
+		// terminating wakes no drain).
+		for _, res := range append(answers.With(drain.Evicted), answers.With(drain.Deleted)...) {
 			until := time.Duration(graceOf(res.Pod, nm.Spec.Drain.GracePeriodSeconds))*time.Second + time.Second
 			if stuckAfter == 0 || until < stuckAfter {
 				stuckAfter = until
@@ -93,19 +108,13 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 		}
 	}
 
-	pdbs, err := r.refusingPDBs(ctx, evicted)
+	setbacks, retryAt := r.evicted.standing(nm.Name, plan.Pending())
+	pdbs, err := r.refusingPDBs(ctx, setbacks)
 	if err != nil {
 		return 0, true, err
 	}
-	r.setDrainStatus(nm, plan, evicted, deleted, pdbs, held)
-	// Back off only while nothing moves: a round that evicted a pod made
-	// progress, and the next refusal is retried after the plain interval.
-	stuck := evicted.Count(drain.Refused) > 0 && evicted.Count(drain.Evicted) == 0
-	backoff := r.evicted.backoff(nm.Name, stuck, retryInterval(nm))
-	if backoff == 0 && evicted.Count(drain.Refused) > 0 {
-		backoff = retryInterval(nm)
-	}
-	after := requeueFor(nm, evicted, deleted, backoff, waited)
+	r.setDrainStatus(nm, plan, setbacks, pdbs, held)
+	after := requeueFor(nm, retryAt, s.now, waited)
 	if stuckAfter > 0 {
 		after = min(after, stuckAfter)
 	}
@@ -306,7 +315,7 @@ func (r *Reconciler) onTimeout(ctx context.Context, s *snapshot, plan drain.Plan
 
 // setDrainStatus writes progress, pending pods, blockers and the Drained
 // condition for a drain that is not done.
-func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan drain.Plan, evicted, deleted drain.Result, pdbs map[*corev1.Pod]*policyv1.PodDisruptionBudget, held []heldPod) {
+func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan drain.Plan, setbacks drain.Result, pdbs map[*corev1.Pod]*policyv1.PodDisruptionBudget, held []heldPod) {
 	pending := plan.Pending()
 	nm.Status.PendingPods = podRefs(pending, statusListLimit)
 	if total := nm.Status.EvictionPods; total > 0 {
@@ -324,7 +333,7 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 			Message: "no controller would recreate this pod; set spec.drain.unmanagedPods: Delete to evict it",
 		})
 	}
-	refused := evicted.With(drain.Refused)
+	refused := setbacks.With(drain.Refused)
 	budgets := map[string]*policyv1.PodDisruptionBudget{}
 	var refusedPods []*corev1.Pod
 	for _, res := range refused {
@@ -344,9 +353,7 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 	blockers = append(blockers, heldBlockers(held)...)
 	nm.Status.Blockers = blockers[:min(len(blockers), statusListLimit)]
 	nm.Status.LastError = ""
-	if err := evicted.FirstError(); err != nil {
-		nm.Status.LastError = err.Error()
-	} else if err := deleted.FirstError(); err != nil {
+	if err := setbacks.FirstError(); err != nil {
 		nm.Status.LastError = err.Error()
 	}
 
@@ -377,17 +384,15 @@ func (r *Reconciler) setDrainStatus(nm *pitstopv1alpha1.NodeMaintenance, plan dr
 	}
 }
 
-// requeueFor says when to look again: after the refusal backoff or the
-// retry interval after an error, at the timeout if one is set, and
-// otherwise only as a safety net (pods leaving, and budgets allowing more
-// disruptions, wake the reconcile through watches).
-func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Result, backoff, waited time.Duration) time.Duration {
+// requeueFor says when to look again: when the first refused or failed
+// pod is due to be asked again (retryAt, zero if none), at the timeout if
+// one is set, and otherwise only as a safety net (the eviction queue's
+// answers, pods leaving, and budgets allowing more disruptions, wake the
+// reconcile).
+func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, retryAt, now time.Time, waited time.Duration) time.Duration {
 	after := safetyRequeue
-	if backoff > 0 {
-		after = backoff
-	}
-	if evicted.Count(drain.Failed) > 0 || deleted.Count(drain.Failed) > 0 {
-		after = min(after, retryInterval(nm))
+	if !retryAt.IsZero() {
+		after = min(after, max(retryAt.Sub(now), minRequeue))
 	}
 	if t := nm.Spec.Drain.Timeout; t != nil {
 		if until := t.Duration - waited; until > 0 {
@@ -396,6 +401,9 @@ func requeueFor(nm *pitstopv1alpha1.NodeMaintenance, evicted, deleted drain.Resu
 	}
 	return after
 }
+
+// minRequeue is the least wait before a retry that is already due.
+const minRequeue = 10 * time.Millisecond
 
 func retryInterval(nm *pitstopv1alpha1.NodeMaintenance) time.Duration {
 	if d := nm.Spec.Drain.PodEvictionRetryInterval; d != nil && d.Duration > 0 {

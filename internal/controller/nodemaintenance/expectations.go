@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pitstop-dev/pitstop/internal/drain"
@@ -32,6 +33,20 @@ type expectations struct {
 	// refusals counts a drain's consecutive rounds with refused evictions,
 	// for the retry backoff.
 	refusals map[string]int
+	// setbacks holds each pod's last refused or failed answer until another
+	// answer replaces it or the pod leaves: its blocker in status, and when
+	// it is asked again.
+	setbacks map[string]map[types.UID]setback
+}
+
+// setback is a refused or failed answer for one pod.
+type setback struct {
+	result drain.PodResult
+	// retryAt is when the pod is asked again; a refused pod is asked
+	// sooner when the PodDisruptionBudget that covered it changes, its
+	// resourceVersion then being budget.
+	retryAt time.Time
+	budget  string
 }
 
 // expectation is one accepted eviction or deletion: when, and the version
@@ -42,7 +57,7 @@ type expectation struct {
 }
 
 func newExpectations() *expectations {
-	return &expectations{pods: map[string]map[types.UID]expectation{}, refusals: map[string]int{}}
+	return &expectations{pods: map[string]map[types.UID]expectation{}, refusals: map[string]int{}, setbacks: map[string]map[types.UID]setback{}}
 }
 
 // backoff returns how long to wait before retrying refused evictions:
@@ -91,8 +106,11 @@ func unchanged(p *corev1.Pod, x expectation) bool {
 	return p.DeletionTimestamp == nil && x.version != "" && p.ResourceVersion == x.version
 }
 
-// record remembers accepted evictions and deletions.
-func (e *expectations) record(nm string, r drain.Result, now time.Time) {
+// answered remembers a drain's answers: accepted evictions and deletions
+// as expectations; refusals, to be asked again after refusedRetry or when
+// their budget (in budgets, from the cache) changes; failures, after
+// failedRetry. Any other answer clears the pod's setback.
+func (e *expectations) answered(nm string, r drain.Result, budgets map[*corev1.Pod]*policyv1.PodDisruptionBudget, now time.Time, refusedRetry, failedRetry time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	seen := e.pods[nm]
@@ -100,11 +118,76 @@ func (e *expectations) record(nm string, r drain.Result, now time.Time) {
 		seen = map[types.UID]expectation{}
 		e.pods[nm] = seen
 	}
+	back := e.setbacks[nm]
+	if back == nil {
+		back = map[types.UID]setback{}
+		e.setbacks[nm] = back
+	}
 	for _, p := range r.Pods {
-		if p.Outcome == drain.Evicted || p.Outcome == drain.Deleted {
+		delete(back, p.Pod.UID)
+		switch p.Outcome {
+		case drain.Evicted, drain.Deleted:
 			seen[p.Pod.UID] = expectation{at: now, version: p.Pod.ResourceVersion}
+		case drain.Refused:
+			sb := setback{result: p, retryAt: now.Add(refusedRetry)}
+			if pdb := budgets[p.Pod]; pdb != nil {
+				sb.budget = pdb.ResourceVersion
+			}
+			back[p.Pod.UID] = sb
+		case drain.Failed:
+			back[p.Pod.UID] = setback{result: p, retryAt: now.Add(failedRetry)}
 		}
 	}
+}
+
+// waiting says pod, covered by pdb (nil: none), is not to be asked again
+// yet: it was refused and neither its retry time has come nor its budget
+// changed since, or its request failed and its retry time has not come.
+func (e *expectations) waiting(nm string, pod *corev1.Pod, pdb *policyv1.PodDisruptionBudget, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sb, ok := e.setbacks[nm][pod.UID]
+	if !ok || !now.Before(sb.retryAt) {
+		return false
+	}
+	if sb.result.Outcome == drain.Refused && pdb != nil && pdb.ResourceVersion != sb.budget {
+		return false
+	}
+	return true
+}
+
+// standing returns the setbacks of the pods still pending, and when the
+// first of them is due to be asked again (zero: none); it forgets those of
+// pods no longer pending.
+func (e *expectations) standing(nm string, pending []*corev1.Pod) (drain.Result, time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	back := e.setbacks[nm]
+	listed := make(map[types.UID]bool, len(pending))
+	var out drain.Result
+	var next time.Time
+	for _, p := range pending {
+		listed[p.UID] = true
+		sb, ok := back[p.UID]
+		if !ok {
+			continue
+		}
+		out.Pods = append(out.Pods, sb.result)
+		if next.IsZero() || sb.retryAt.Before(next) {
+			next = sb.retryAt
+		}
+	}
+	for uid := range back {
+		if !listed[uid] {
+			delete(back, uid)
+		}
+	}
+	return out, next
+}
+
+// record remembers accepted evictions and deletions.
+func (e *expectations) record(nm string, r drain.Result, now time.Time) {
+	e.answered(nm, r, nil, now, 0, 0)
 }
 
 // forget drops what is remembered for a NodeMaintenance.
@@ -113,6 +196,7 @@ func (e *expectations) forget(nm string) {
 	defer e.mu.Unlock()
 	delete(e.pods, nm)
 	delete(e.refusals, nm)
+	delete(e.setbacks, nm)
 }
 
 // Progress-only status writes are paced per NodeMaintenance, and the pace

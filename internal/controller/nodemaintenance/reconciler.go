@@ -69,6 +69,9 @@ type Reconciler struct {
 	apiReader client.Reader // uncached, for decisions that must not act on a stale view
 	recorder  events.EventRecorder
 	executor  *drain.Executor
+	// queue sends a drain's evictions and deletions apart from the
+	// reconcile workers, through executor.
+	queue *drain.Queue
 	clock     clock.PassiveClock
 	opts      Options
 
@@ -253,6 +256,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, nm *pitstopv1alpha1.No
 	if !controllerutil.ContainsFinalizer(nm, pitstopv1alpha1.FinalizerNodeMaintenance) {
 		return ctrl.Result{}, nil
 	}
+	// Nothing more is evicted for a maintenance that is ending.
+	r.queue.Forget(nm.Name)
 	s, err := r.snapshot(ctx, nm)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
@@ -57,11 +59,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	executor := &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency, Limiter: drain.NewLimiter(opts.Evictions)}
+	// Answers to a drain's evictions wake its reconcile through answered.
+	answered := make(chan event.GenericEvent, 1024)
+	wake := func(name string) {
+		select {
+		case answered <- event.GenericEvent{Object: &pitstopv1alpha1.NodeMaintenance{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
+		case <-ctx.Done():
+		}
+	}
 	r := &Reconciler{
 		client:     mgr.GetClient(),
 		apiReader:  mgr.GetAPIReader(),
 		recorder:   mgr.GetEventRecorder("pitstop-" + controllerName),
-		executor:   &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency, Limiter: drain.NewLimiter(opts.Evictions)},
+		executor:   executor,
+		queue:      drain.NewQueue(ctx, executor, wake),
 		clock:      opts.Clock,
 		opts:       opts,
 		evicted:    newExpectations(),
@@ -86,6 +98,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForPod), builder.WithPredicates(ctrlPredicate(podChanged))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.maintenancesForNode), builder.WithPredicates(ctrlPredicate(nodeChanged))).
 		Watches(&policyv1.PodDisruptionBudget{}, r.budgetEvents()).
+		WatchesRawSource(source.Channel(answered, &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), opts.MaxConcurrentReconciles)).
 		Complete(r)
 }

@@ -38,6 +38,13 @@ type evictionCounter struct {
 	starts   []time.Time
 }
 
+// unanswered is how many evictions are on their way now.
+func (c *evictionCounter) unanswered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
+}
+
 func (c *evictionCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		pod, ok := evictedPod(req)
