@@ -27,7 +27,7 @@ import (
 )
 
 var (
-	processDrainRounds   = flag.Int("process-drain-rounds", 5, "how many rounds BenchmarkDrain110PodsOwnProcess runs: each a drain by a pitstop just started, one by the same pitstop again, and one by the kubectl drain library")
+	processDrainRounds   = flag.Int("process-drain-rounds", 5, "how many rounds BenchmarkDrain110PodsOwnProcess runs: each a drain by a pitstop just started, one by the same pitstop again, one by the kubectl drain library, and one by the minimal drainer (the floor)")
 	processDrainVariants = flag.String("process-drain-variants", "", "BenchmarkDrain110PodsOwnProcess: flag sets, separated by ';', each run as its own pitstop in every round, side by side (default: one, pitstop's defaults)")
 	processDrainSettle   = flag.Duration("process-drain-settle", 0, "BenchmarkDrain110PodsOwnProcess: how long to wait after the manager is ready before its first drain")
 	processDrainCPU      = flag.String("process-drain-cpuprofile", "", "BenchmarkDrain110PodsOwnProcess: write a CPU profile of the manager during each of its drains to this path, suffixed with the round and drain")
@@ -70,10 +70,17 @@ func (m *managerProcess) cpuProfile(b *testing.B, path string, span time.Duratio
 //     process ("pitstop, again"), then stops it;
 //   - fills the next worker and drains it with the kubectl drain library,
 //     no client-side rate limit, from the read of the node for the cordon
-//     to RunNodeDrain's return.
+//     to RunNodeDrain's return;
+//   - fills the next worker and drains it with the minimal drainer
+//     (floorDrain: one cordon patch, one list, every eviction at once, a
+//     watch until the last pod is gone), from just before the cordon to
+//     its watch seeing the last pod gone: the floor, what the control plane
+//     itself takes to drain the node.
 //
-// It reports the medians, their ratios to the library's (the design's
-// target is at most 0.5), and where the time goes in each.
+// Each drain's node is restored before the next fill, so the 4 workers
+// take the round's drains in turn, starting one further on each round. It reports the medians, their ratios to
+// the library's (the design's target is at most 0.5) and to the floor's,
+// and where the time goes in each.
 func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 	opts := localcluster.DefaultOptions()
 	opts.ControlPlaneNodes, opts.Workers, opts.PodsPerNode = 0, 4, 120
@@ -107,6 +114,10 @@ func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 	helper := &kubectldrain.Helper{
 		Ctx: ctx, Client: libClient, Force: true, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
 		GracePeriodSeconds: -1, Timeout: drainTimeout, Out: io.Discard, ErrOut: io.Discard,
+	}
+	floorClient, floorRequests, err := countedClientset(c.Config)
+	if err != nil {
+		b.Fatal(err)
 	}
 
 	var runs []drainRun
@@ -206,6 +217,20 @@ func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 			if err := e.uncordon(ctx, helper, target.Name); err != nil {
 				b.Fatalf("round %d: uncordoning %s: %v", round, target.Name, err)
 			}
+
+			pods, target, deployment = fill(round, "floor")
+			cpuBefore = cpuNow()
+			run, err = e.drainWithFloor(ctx, floorClient, floorRequests, target, pods)
+			if err != nil {
+				b.Fatalf("round %d (floor): %v", round, err)
+			}
+			run.cpu = cpuNow().since(cpuBefore)
+			record(round, run, deployment)
+			b.Logf("round %d floor requests: %s", round, run.requests)
+			if err := e.setUnschedulable(ctx, target.Name, false); err != nil {
+				b.Fatalf("round %d: uncordoning %s: %v", round, target.Name, err)
+			}
+			next++ // 4 drains a round on 4 workers: shift, so that no drainer keeps one worker
 		}
 	}
 
@@ -213,8 +238,10 @@ func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 	for _, r := range runs {
 		took[r.drainer] = append(took[r.drainer], r.took)
 	}
-	library := median(took["library"])
+	library, floor := median(took["library"]), median(took["floor"])
 	b.ReportMetric(library.Seconds(), "library-s")
+	b.ReportMetric(floor.Seconds(), "floor-s")
+	b.ReportMetric(library.Seconds()/floor.Seconds(), "library/floor")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("pitstop ready after start: %s (median %.2fs)", formatRuns(ready), median(ready).Seconds())
 	for _, variant := range variants {
@@ -224,14 +251,20 @@ func BenchmarkDrain110PodsOwnProcess(b *testing.B) {
 			b.ReportMetric(again.Seconds(), "again-s")
 			b.ReportMetric(first.Seconds()/library.Seconds(), "first/library")
 			b.ReportMetric(again.Seconds()/library.Seconds(), "again/library")
+			b.ReportMetric(first.Seconds()/floor.Seconds(), "pitstop-first/floor")
+			b.ReportMetric(again.Seconds()/floor.Seconds(), "pitstop-again/floor")
 		}
 		for _, what := range []string{"first", "again"} {
 			drainer := label(variant, what)
 			b.Logf("%s runs: %s (median %.3fs); median phases: %s", drainer, formatRuns(took[drainer]), median(took[drainer]).Seconds(), medianPhases(runs, drainer))
 		}
-		b.Logf("%s/library: first drain after a start %.2f, again %.2f (target ≤ 0.5)", label(variant, "")[:len(label(variant, ""))-2], first.Seconds()/library.Seconds(), again.Seconds()/library.Seconds())
+		pitstop := label(variant, "")[:len(label(variant, ""))-2]
+		b.Logf("%s/library: first drain after a start %.2f, again %.2f (target ≤ 0.5)", pitstop, first.Seconds()/library.Seconds(), again.Seconds()/library.Seconds())
+		b.Logf("%s/floor: first drain after a start %.2f, again %.2f", pitstop, first.Seconds()/floor.Seconds(), again.Seconds()/floor.Seconds())
 	}
 	b.Logf("library runs: %s (median %.3fs); median phases: %s", formatRuns(took["library"]), library.Seconds(), medianPhases(runs, "library"))
+	b.Logf("floor runs: %s (median %.3fs); median phases: %s", formatRuns(took["floor"]), floor.Seconds(), medianPhases(runs, "floor"))
+	b.Logf("library/floor: %.2f", library.Seconds()/floor.Seconds())
 }
 
 // userManagerRun runs the manager as docs/manager.md says to run it
