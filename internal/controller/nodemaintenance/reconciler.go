@@ -72,8 +72,8 @@ type Reconciler struct {
 	// queue sends a drain's evictions and deletions apart from the
 	// reconcile workers, through executor.
 	queue *drain.Queue
-	clock     clock.PassiveClock
-	opts      Options
+	clock clock.PassiveClock
+	opts  Options
 
 	// evicted remembers evictions the API server accepted but the cache does
 	// not show yet, so that a reconcile right after does not ask again.
