@@ -54,8 +54,8 @@ func New(slots *budget.Slots, c, apiReader client.Reader, clk clock.PassiveClock
 
 // Fleet is what admission reads of the rest of the cluster.
 type Fleet interface {
-	// Nodes returns every node.
-	Nodes() []*corev1.Node
+	// Node returns the node named, nil when the cluster has none.
+	Node(name string) *corev1.Node
 	// UnderMaintenance names every node pitstop has under maintenance,
 	// whatever started it, reading the slots through leases.
 	UnderMaintenance(leases client.Reader) (map[string]bool, error)
@@ -206,16 +206,15 @@ func (a *Admission) crowded(fleet Fleet, node *corev1.Node, budgets []Budget) (f
 	if err != nil {
 		return Budget{}, "", err
 	}
-	byName := map[string]*corev1.Node{}
-	for _, n := range fleet.Nodes() {
-		byName[n.Name] = n
-	}
 	for _, b := range budgets {
 		m := b.MaxMaintenance
 		var others []string
 		for name := range occupied {
-			n, ok := byName[name]
-			if name == node.Name || !ok || check.GroupOf(m, n.Labels) != check.GroupOf(m, node.Labels) {
+			if name == node.Name {
+				continue
+			}
+			n := fleet.Node(name)
+			if n == nil || check.GroupOf(m, n.Labels) != check.GroupOf(m, node.Labels) {
 				continue
 			}
 			others = append(others, name)

@@ -124,8 +124,8 @@ func (w *waiters) ahead(key, node string, since, now time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
-	for _, c := range w.line(key, now) {
-		if c.node != node && before(c.since, c.node, since, node) {
+	for other, wt := range w.byKey[key] {
+		if other != node && wt.inLine && now.Sub(wt.seen) < lineFresh && before(wt.since, other, since, node) {
 			n++
 		}
 	}

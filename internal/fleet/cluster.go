@@ -44,9 +44,16 @@ type Cluster struct {
 	// occupiedCached is every node under maintenance as the cache shows
 	// it, found once per view (Occupied).
 	occupiedCached map[string]bool
-	// byName indexes nodes by name, built once per view
-	// (InMaintenanceSince).
+	// byName indexes nodes by name, built once per view (Node) when
+	// there is no index.
 	byName map[string]*corev1.Node
+	// index reads the nodes holding budget slots, and nodes by name,
+	// without listing every node (WithIndex); nil lists every node.
+	index *NodeIndex
+	// holdingNodes are the nodes the index names holding budget slots,
+	// read once per view (HoldingNodes).
+	holdingNodes  []*corev1.Node
+	holdingLoaded bool
 }
 
 // NewCluster is the cluster as reader (the manager's cache) shows it:
@@ -161,6 +168,13 @@ func (c *Records) Read(n *corev1.Node) (engine.Record, error) {
 	return rec, err
 }
 
+// Forget drops the record of a node that is gone.
+func (c *Records) Forget(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byNode, node)
+}
+
 // prune forgets nodes that are gone, once they are a good share of the
 // entries.
 func (c *Records) prune(nodes []*corev1.Node) {
@@ -220,15 +234,8 @@ func (v *Cluster) StateOf(node *corev1.Node, profile string) (pitstopv1alpha1.Ma
 // InMaintenanceSince is when the node entered in-maintenance for the
 // profile holding it, from its record.
 func (v *Cluster) InMaintenanceSince(node string) (time.Time, bool) {
-	v.load()
-	if v.byName == nil {
-		v.byName = make(map[string]*corev1.Node, len(v.nodes))
-		for _, n := range v.nodes {
-			v.byName[n.Name] = n
-		}
-	}
-	n, ok := v.byName[node]
-	if !ok {
+	n := v.Node(node)
+	if n == nil {
 		return time.Time{}, false
 	}
 	rec, err := v.records.Read(n)
@@ -268,9 +275,8 @@ func (v *Cluster) SlotHolders(profile string, m *pitstopv1alpha1.MaxMaintenanceC
 // EnteredMaintenance lists when the profile's nodes entered maintenance,
 // for the stagger check.
 func (v *Cluster) EnteredMaintenance(profile string) []time.Time {
-	v.load()
 	var out []time.Time
-	for _, n := range v.nodes {
+	for _, n := range v.HoldingNodes() {
 		rec, err := v.records.Read(n)
 		if err != nil {
 			continue

@@ -54,7 +54,9 @@ func (v *Cluster) UnderMaintenance(leases client.Reader) (map[string]bool, error
 		}
 	}
 	counts := recordCounts(v.profiles)
-	for _, n := range v.Nodes() {
+	// A node counts by its record only while in maintenance or leaving
+	// it: while its record holds budget slots.
+	for _, n := range v.HoldingNodes() {
 		rec, err := v.records.Read(n)
 		if err != nil {
 			continue

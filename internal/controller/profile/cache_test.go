@@ -3,6 +3,7 @@ package profile_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -319,5 +320,94 @@ func TestChecksReadTheInformersNodes(t *testing.T) {
 		if byName[n.Name] != n {
 			t.Fatalf("node %s is a new copy on every list", n.Name)
 		}
+	}
+}
+
+// TestTheIndexShowsWhatTheCacheShows: the index of the nodes holding
+// budget slots names exactly the cached nodes whose record says they are
+// in maintenance or leaving it, from the moment the cache shows a node's
+// version: a count taken from it never lags a look at every cached node.
+func TestTheIndexShowsWhatTheCacheShows(t *testing.T) {
+	record := func(pr engine.ProfileRecord) string {
+		return engine.Record{Profiles: map[string]engine.ProfileRecord{"indexed": pr}}.Encode()
+	}
+	records := map[string]string{
+		"indexed-operational": record(engine.ProfileRecord{Current: pitstopv1alpha1.StateOperational}),
+		"indexed-in":          record(engine.ProfileRecord{Current: pitstopv1alpha1.StateInMaintenance, Previous: pitstopv1alpha1.StateMaintenanceRequired}),
+		"indexed-leaving":     record(engine.ProfileRecord{Current: pitstopv1alpha1.StateOperational, Previous: pitstopv1alpha1.StateInMaintenance, Entering: true}),
+		"indexed-unreadable":  "{not json",
+	}
+	for name, data := range records {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: data}}}
+		testutil.Create(t, env.Client, n)
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+	}
+	c, err := cache.New(env.Config, cache.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := profile.InformerIndex(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(t.Context()) }()
+	if !c.WaitForCacheSync(t.Context()) {
+		t.Fatal("the cache did not sync")
+	}
+	holding := func() []string {
+		nodes, err := ix.Holding(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, n := range nodes {
+			if _, ours := records[n.Name]; ours {
+				names = append(names, n.Name)
+			}
+		}
+		slices.Sort(names)
+		return names
+	}
+	if got := holding(); !slices.Equal(got, []string{"indexed-in", "indexed-leaving"}) {
+		t.Fatalf("the index names %v, want [indexed-in indexed-leaving]", got)
+	}
+	if n, err := ix.Get(t.Context(), "indexed-operational"); err != nil || n == nil || n.Name != "indexed-operational" {
+		t.Fatalf("the node by name: %v, %v", n, err)
+	}
+
+	// The operational node moves into maintenance, the one in it leaves
+	// and is deleted: as soon as the cache shows each change, so does
+	// the index.
+	moved := testutil.GetNode(t, env.Client, "indexed-operational")
+	patch := client.MergeFrom(moved.DeepCopy())
+	moved.Annotations[pitstopv1alpha1.AnnotationMaintenanceData] = records["indexed-in"]
+	if err := env.Client.Patch(t.Context(), moved, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "indexed-in"}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, time.Millisecond, func() error {
+		// The cache first, then the index: what the cache showed, the
+		// index shows a moment later.
+		cached := &corev1.Node{}
+		if err := c.Get(t.Context(), client.ObjectKey{Name: moved.Name}, cached); err != nil {
+			return err
+		}
+		gone := c.Get(t.Context(), client.ObjectKey{Name: "indexed-in"}, &corev1.Node{})
+		got := holding()
+		if cached.ResourceVersion == moved.ResourceVersion && !slices.Contains(got, moved.Name) {
+			t.Fatalf("the cache shows %s in maintenance, the index does not: %v", moved.Name, got)
+		}
+		if gone != nil && slices.Contains(got, "indexed-in") {
+			t.Fatalf("the cache no longer has indexed-in, the index does: %v", got)
+		}
+		if want := []string{"indexed-leaving", "indexed-operational"}; !slices.Equal(got, want) {
+			return fmt.Errorf("the index names %v, want %v", got, want)
+		}
+		return nil
+	})
+	if n, _ := ix.Get(t.Context(), "indexed-in"); n != nil {
+		t.Errorf("a deleted node is still found by name")
 	}
 }

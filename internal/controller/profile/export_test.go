@@ -49,10 +49,31 @@ func InformerNodes(c cache.Cache) (func(context.Context) ([]*corev1.Node, error)
 	return fleet.InformerNodes(c)
 }
 
+// InformerIndex is the engine's index of the cached nodes holding budget
+// slots.
+func InformerIndex(c cache.Cache) (*fleet.NodeIndex, error) {
+	return fleet.InformerIndex(c, fleet.NewRecords())
+}
+
 // WriteNode writes want over node as the engine does; ErrStale when the
 // node changed since it was read in a way the write depends on.
 func (r *Reconciler) WriteNode(ctx context.Context, node, want *corev1.Node) error {
 	return r.writeNode(ctx, node, want)
+}
+
+// WithInformerNodes has the Reconciler count over the nodes of the
+// informer cache c and its index of the nodes holding budget slots, as
+// the manager's does (Setup).
+func (r *Reconciler) WithInformerNodes(c cache.Cache) (*Reconciler, error) {
+	nodes, err := fleet.InformerNodes(c)
+	if err != nil {
+		return nil, err
+	}
+	r.nodes = nodes
+	if r.index, err = fleet.InformerIndex(c, r.records); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // WithSlots has the Reconciler take budget slots through s.

@@ -108,6 +108,64 @@ func (w *writtenNodes) over(list fleet.NodeLister) fleet.NodeLister {
 	}
 }
 
+// overIndex reads ix with the engine's own writes in place of the cached
+// nodes they are newer than, as over lists them: a node the engine has
+// just written into maintenance is among those holding budget slots
+// before the cache shows it there. nil without an index.
+func (w *writtenNodes) overIndex(ix *fleet.NodeIndex) *fleet.NodeIndex {
+	if ix == nil {
+		return nil
+	}
+	get := func(ctx context.Context, name string) (*corev1.Node, error) {
+		cached, err := ix.Get(ctx, name)
+		if cached == nil || err != nil {
+			return cached, err
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if written, ok := w.nodes[name]; ok && olderThan(cached, written) {
+			return written, nil
+		}
+		return cached, nil
+	}
+	holding := func(ctx context.Context) ([]*corev1.Node, error) {
+		nodes, err := ix.Holding(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if len(w.nodes) == 0 {
+			return nodes, nil
+		}
+		out := make([]*corev1.Node, 0, len(nodes))
+		listed := make(map[string]bool, len(nodes))
+		for _, n := range nodes {
+			listed[n.Name] = true
+			if written, ok := w.nodes[n.Name]; ok && olderThan(n, written) {
+				n = written
+			}
+			out = append(out, n)
+		}
+		// The others written since the cache last showed them may hold
+		// slots now: the callers read their records.
+		for name, written := range w.nodes {
+			if listed[name] {
+				continue
+			}
+			cached, err := ix.Get(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if cached != nil && olderThan(cached, written) {
+				out = append(out, written)
+			}
+		}
+		return out, nil
+	}
+	return &fleet.NodeIndex{Holding: holding, Get: get}
+}
+
 // olderThan says the cached node is an older version than the written
 // one. Resource versions of one resource are ordered
 // (resourceversion.CompareResourceVersion); one that does not parse

@@ -121,7 +121,7 @@ func (r *Reconciler) gather(ctx context.Context, node *corev1.Node) (*pass, erro
 	var selected []string
 	selected, p.specs, p.stranded = r.selected(list.Items, node)
 	p.record.Sync(selected, p.now)
-	p.view = fleet.NewCluster(ctx, r.client, r.written.over(r.nodes), list.Items, r.records, r.slots)
+	p.view = fleet.NewCluster(ctx, r.client, r.written.over(r.nodes), list.Items, r.records, r.slots).WithIndex(r.written.overIndex(r.index))
 	return p, nil
 }
 

@@ -58,6 +58,9 @@ type Reconciler struct {
 	notifier notifier
 	// nodes lists the cached nodes for checks that count over the fleet.
 	nodes fleet.NodeLister
+	// index reads the cached nodes holding budget slots, and nodes by
+	// name, without listing every node; nil lists them.
+	index *fleet.NodeIndex
 	// decisions keeps each node's last evaluation per profile, for its
 	// notifications and the dashboard.
 	decisions *fleet.Decisions
@@ -76,6 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				if apierrors.IsNotFound(err) {
 					r.written.forget(req.Name)
 					r.decisions.Forget(req.Name)
+					r.records.Forget(req.Name)
 					return ctrl.Result{}, r.nodeGone(ctx, req.Name)
 				}
 				return ctrl.Result{}, err

@@ -92,6 +92,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, err
 	}
 	r.nodes = nodes
+	if r.index, err = fleet.InformerIndex(mgr.GetCache(), r.records); err != nil {
+		return nil, err
+	}
 	dispatcher := notify.NewDispatcher(&notify.Sender{
 		Secrets: mgr.GetAPIReader(), Client: budget.LiveClient(mgr.GetClient(), mgr.GetAPIReader()),
 		Namespace: opts.LeaseNamespace, HTTP: &http.Client{Timeout: 30 * time.Second},

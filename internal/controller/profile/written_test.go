@@ -2,6 +2,7 @@ package profile
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,5 +126,69 @@ func TestTheBudgetCountsANodeWrittenOutOfMaintenanceAsOut(t *testing.T) {
 	w.remember(node("worker-left", "9", pitstopv1alpha1.StateOperational)) // older than the cache
 	if got := used(w.over(cached)); got != 2 {
 		t.Errorf("a write older than the cached node replaced it: %d used, want 2", got)
+	}
+}
+
+// TestTheIndexedFleetCountsTheEnginesOwnWrites: with an index of the
+// nodes holding budget slots, the nodes under maintenance are found
+// without listing every node, and the engine's own writes stand in for the
+// cached nodes they are newer than, as in a list of every node: a node
+// written out of maintenance no longer counts, a node written into it
+// does, and a write older than the cache changes nothing.
+func TestTheIndexedFleetCountsTheEnginesOwnWrites(t *testing.T) {
+	const profileName = "os"
+	node := func(name, rv string, state pitstopv1alpha1.MaintenanceState) *corev1.Node {
+		rec := engine.Record{Profiles: map[string]engine.ProfileRecord{profileName: {Current: state}}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv,
+			Annotations: map[string]string{pitstopv1alpha1.AnnotationMaintenanceData: rec.Encode()}}}
+	}
+	cached := map[string]*corev1.Node{
+		"worker-left":     node("worker-left", "10", pitstopv1alpha1.StateInMaintenance),
+		"worker-entering": node("worker-entering", "11", pitstopv1alpha1.StateMaintenanceRequired),
+		"worker-other":    node("worker-other", "5", pitstopv1alpha1.StateOperational),
+	}
+	ix := &fleet.NodeIndex{
+		Holding: func(context.Context) ([]*corev1.Node, error) {
+			var out []*corev1.Node
+			for _, n := range cached {
+				if rec, err := engine.ReadRecord(n); err == nil && rec.Holding() {
+					out = append(out, n)
+				}
+			}
+			return out, nil
+		},
+		Get: func(_ context.Context, name string) (*corev1.Node, error) { return cached[name], nil },
+	}
+	// Budgets with no slot: a node in maintenance counts by its record.
+	profiles := []pitstopv1alpha1.MaintenanceProfile{{
+		ObjectMeta: metav1.ObjectMeta{Name: profileName},
+		Spec: pitstopv1alpha1.MaintenanceProfileSpec{States: pitstopv1alpha1.StatesSpec{
+			MaintenanceRequired: pitstopv1alpha1.StateSpec{Transitions: []pitstopv1alpha1.Transition{{Check: "approved", Next: pitstopv1alpha1.StateInMaintenance}}},
+		}},
+	}}
+	reader := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	occupied := func(ix *fleet.NodeIndex) []string {
+		everyNode := func(context.Context) ([]*corev1.Node, error) {
+			t.Error("every node was listed")
+			return nil, nil
+		}
+		return fleet.NewCluster(t.Context(), reader, everyNode, profiles, fleet.NewRecords(), nil).WithIndex(ix).Occupied()
+	}
+
+	if got := occupied(ix); !slices.Equal(got, []string{"worker-left"}) {
+		t.Fatalf("from the cache alone: %v under maintenance, want [worker-left]", got)
+	}
+	w := newWrittenNodes()
+	w.remember(node("worker-left", "12", pitstopv1alpha1.StateOperational))
+	w.remember(node("worker-entering", "13", pitstopv1alpha1.StateInMaintenance))
+	w.remember(node("worker-other", "4", pitstopv1alpha1.StateInMaintenance)) // older than the cache
+	if got := occupied(w.overIndex(ix)); !slices.Equal(got, []string{"worker-entering"}) {
+		t.Errorf("with the engine's writes: %v under maintenance, want [worker-entering]", got)
+	}
+	if got, _ := w.overIndex(ix).Get(t.Context(), "worker-entering"); got.ResourceVersion != "13" {
+		t.Errorf("the node by name is version %s, want the engine's write (13)", got.ResourceVersion)
+	}
+	if got, _ := w.overIndex(ix).Get(t.Context(), "worker-gone"); got != nil {
+		t.Errorf("a node the cache does not have is %s", got.Name)
 	}
 }

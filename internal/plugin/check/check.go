@@ -120,6 +120,23 @@ type Occupancy interface {
 	Occupied() []string
 }
 
+// Holding is implemented by a Cluster that keeps at hand the nodes whose
+// record holds budget slots (in maintenance for a profile, or leaving it),
+// as an index of the manager's cache does. The maxMaintenance check then
+// counts from them, and looks the other nodes it counts up by name,
+// rather than going over every node: a node's evaluation costs the same
+// on a fleet of any size.
+type Holding interface {
+	// HoldingNodes returns at least every node whose record holds budget
+	// slots; the check reads each one's state.
+	HoldingNodes() []*corev1.Node
+	// Node returns the node named; nil when the cluster has none.
+	Node(name string) *corev1.Node
+	// Selects says whether the profile selects the node, as ProfileNodes
+	// does.
+	Selects(profile string, node *corev1.Node) bool
+}
+
 // Entries is implemented by a Cluster that knows when nodes entered
 // in-maintenance. The stagger check type-asserts its Cluster to it; a
 // Cluster that does not implement it lets stagger pass, since nothing can

@@ -70,12 +70,8 @@ func maintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 		profile = ScopeProfile(profile, m)
 	}
 	counted := map[string]bool{}
-	inGroup := map[string]bool{}
-	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
-		if GroupOf(m, n.Labels) != group {
-			continue
-		}
-		inGroup[n.Name] = true
+	nodes, inGroup := budgetScope(cluster, profile, m, group)
+	for _, n := range nodes {
 		if n.Name == except {
 			continue
 		}
@@ -92,10 +88,8 @@ func maintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 		}
 	}
 	if o, ok := cluster.(Occupancy); ok && !m.ProfileScoped {
-		// Without ProfileScoped the loop above went over every node:
-		// inGroup holds the whole scope.
 		for _, name := range o.Occupied() {
-			if name != except && inGroup[name] {
+			if name != except && inGroup(name) {
 				counted[name] = true
 			}
 		}
@@ -115,6 +109,33 @@ func maintenanceUsed(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMain
 		}
 	}
 	return len(counted), next
+}
+
+// budgetScope returns the nodes in m's group that may count against it:
+// of the profile's nodes when profileScoped, else of every node; those
+// whose record holds budget slots where the Cluster keeps them (Holding),
+// otherwise all of them. inGroup says whether a node named is in the
+// group's scope (every node, without profileScoped, in the group).
+func budgetScope(cluster Cluster, profile string, m *pitstopv1alpha1.MaxMaintenanceCheck, group string) (nodes []*corev1.Node, inGroup func(string) bool) {
+	if h, ok := cluster.(Holding); ok {
+		for _, n := range h.HoldingNodes() {
+			if (!m.ProfileScoped || h.Selects(profile, n)) && GroupOf(m, n.Labels) == group {
+				nodes = append(nodes, n)
+			}
+		}
+		return nodes, func(name string) bool {
+			n := h.Node(name)
+			return n != nil && GroupOf(m, n.Labels) == group
+		}
+	}
+	scope := map[string]bool{}
+	for _, n := range scopedNodes(cluster, profile, m.ProfileScoped) {
+		if GroupOf(m, n.Labels) == group {
+			nodes = append(nodes, n)
+			scope[n.Name] = true
+		}
+	}
+	return nodes, func(name string) bool { return scope[name] }
 }
 
 // scopedNodes is the profile's nodes when profileScoped, else every node.

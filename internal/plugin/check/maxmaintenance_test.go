@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
@@ -245,4 +247,89 @@ func TestMaxMaintenanceSkipAfterLeavesOutLongMaintenances(t *testing.T) {
 	if r.Passed || !r.NextChange.Equal(noon.Add(time.Hour)) || !strings.Contains(r.Reason, "a node in maintenance for 3h0m0s stops counting") {
 		t.Fatalf("skipAfter 3h: %+v, want a failure changing at %s", r, noon.Add(time.Hour))
 	}
+}
+
+// TestMaxMaintenanceCountsTheSameFromTheNodesHoldingSlots: a Cluster that
+// hands the check only the nodes in maintenance (Holding) gets the count
+// it gets from every node, for every kind of budget, node and fleet.
+func TestMaxMaintenanceCountsTheSameFromTheNodesHoldingSlots(t *testing.T) {
+	const zone = "topology.kubernetes.io/zone"
+	fresh := func() *fakeCluster {
+		return cluster(node("n1", zone, "zone-a"), node("n2", zone, "zone-a"), node("n3", zone, "zone-b"), node("n4"), node("n5")).
+			with("os", operational, "n1", "n2", "n3", "n4").
+			with("fw", operational, "n3", "n5")
+	}
+	fleets := map[string]*fakeCluster{
+		"none":       fresh(),
+		"n1 n2":      fresh().with("os", inMaint, "n1", "n2"),
+		"fw n3":      fresh().with("fw", inMaint, "n3").with("os", required, "n3"),
+		"n2 n3 fw5":  fresh().with("os", inMaint, "n2", "n3").with("fw", inMaint, "n5"),
+		"n4 and fw3": fresh().with("os", inMaint, "n4").with("fw", inMaint, "n3"),
+	}
+	occupied := [][]string{nil, {"n4"}, {"n1", "n5"}, {"n3", "a-node-that-is-gone"}}
+	for name, f := range fleets {
+		for _, occ := range occupied {
+			for _, profileScoped := range []bool{false, true} {
+				for _, groupBy := range []string{"", zone} {
+					m := &pitstopv1alpha1.MaxMaintenanceCheck{Max: 1, ProfileScoped: profileScoped, GroupBy: groupBy}
+					for _, n := range f.nodes {
+						group := GroupOf(m, n.Labels)
+						every := MaintenanceUsed(occupiedCluster{f, occ}, "os", m, group, n.Name, noon)
+						held := MaintenanceUsed(holdingCluster{f, occ}, "os", m, group, n.Name, noon)
+						if every != held {
+							t.Errorf("%s, occupied %v, profileScoped %v, groupBy %q, for %s: %d counted from every node, %d from those holding slots",
+								name, occ, profileScoped, groupBy, n.Name, every, held)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// occupiedCluster is a fakeCluster that knows the nodes under maintenance
+// whatever started it.
+type occupiedCluster struct {
+	*fakeCluster
+	occupied []string
+}
+
+func (o occupiedCluster) Occupied() []string { return o.occupied }
+
+// holdingCluster is an occupiedCluster that hands out only the nodes in
+// maintenance for some profile (Holding).
+type holdingCluster occupiedCluster
+
+func (h holdingCluster) Occupied() []string { return h.occupied }
+
+func (h holdingCluster) HoldingNodes() []*corev1.Node {
+	var out []*corev1.Node
+	for i := range h.nodes {
+		if _, anywhere := h.StateOf(&h.nodes[i], ""); anywhere {
+			out = append(out, &h.nodes[i])
+		}
+	}
+	return out
+}
+
+func (h holdingCluster) Node(name string) *corev1.Node {
+	for i := range h.nodes {
+		if h.nodes[i].Name == name {
+			return &h.nodes[i]
+		}
+	}
+	return nil
+}
+
+func (h holdingCluster) Selects(profile string, node *corev1.Node) bool {
+	_, ok := h.states[profile][node.Name]
+	return ok
+}
+
+// Nodes and ProfileNodes are not read when the nodes holding slots are at
+// hand.
+func (h holdingCluster) Nodes() []*corev1.Node { panic("every node was listed") }
+
+func (h holdingCluster) ProfileNodes(string) []*corev1.Node {
+	panic("every node of the profile was listed")
 }
