@@ -1,10 +1,13 @@
 package nodemaintenance_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -62,4 +65,42 @@ func TestARestoreAndAStartDoNotWaitBehindADrain(t *testing.T) {
 		t.Fatalf("the drain's evictions were answered before the restore (%s) and the cordon (%s) were seen: nothing was shown", restored, cordoned)
 	}
 	awaitCondition(t, slow, condDrained, metav1.ConditionTrue, pitstopv1alpha1.ReasonDrained, 30*time.Second)
+}
+
+// TestARefusedPodIsNotAskedAgainBeforeItsRetry: the answer to a refused
+// eviction wakes its drain, which must not send the eviction again at once
+// (a loop of refusals as fast as the API server answers): with a budget
+// that allows nothing and a retry interval of an hour, the drain stays
+// blocked and its pod is asked once in 5 s.
+func TestARefusedPodIsNotAskedAgainBeforeItsRetry(t *testing.T) {
+	c := &evictionCounter{}
+	startCountedManager(t, c, nil)
+	testutil.Kubelet(t, env.Clientset)
+	ns := namespace(t, "refused-once")
+	create(t, testutil.Node("refused-once-1"))
+	managedPods(t, ns, "refused-once-1", "web", 1)
+	pdb(t, ns, "web", 0)
+	nm := nodeMaintenance("refused-once", "refused-once-1", func(nm *pitstopv1alpha1.NodeMaintenance) {
+		nm.Spec.Drain.PodEvictionRetryInterval = &pitstopv1alpha1.Duration{Duration: time.Hour}
+	})
+	create(t, nm)
+	// The drain would go on blocked in the next test's manager: end it
+	// while this one runs.
+	t.Cleanup(func() {
+		if err := env.Client.Delete(context.Background(), nm); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+		testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+			return ignoreGone(env.Client.Get(context.Background(), client.ObjectKeyFromObject(nm), &pitstopv1alpha1.NodeMaintenance{}))
+		})
+	})
+	awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, 10*time.Second)
+	time.Sleep(5 * time.Second)
+	c.mu.Lock()
+	asked := len(c.starts)
+	c.mu.Unlock()
+	if asked != 1 {
+		t.Errorf("the refused pod was asked %d times in 5 s with a retry interval of an hour, want once", asked)
+	}
+	awaitCondition(t, nm, condDrained, metav1.ConditionFalse, pitstopv1alpha1.ReasonBlockedByPodDisruptionBudget, time.Second)
 }
