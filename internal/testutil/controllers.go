@@ -3,10 +3,8 @@ package testutil
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -26,11 +24,10 @@ type Controllers struct {
 // StartControllers runs a manager against cfg with the controllers setup
 // registers, until Stop or the end of the test. opts are the manager's
 // options; unset, the scheme is pitstop's, metrics and probes serve on no
-// port, and the manager logs to the test (until it ends: controller-runtime
-// may log after Start returned).
+// port, and the manager's log is shown only if the test fails
+// (ManagerLogger), after the test's own messages.
 func StartControllers(t testing.TB, cfg *rest.Config, opts ctrl.Options, setup func(ctrl.Manager) error) *Controllers {
 	t.Helper()
-	var ended atomic.Bool
 	if opts.Scheme == nil {
 		opts.Scheme = scheme.New()
 	}
@@ -41,11 +38,7 @@ func StartControllers(t testing.TB, cfg *rest.Config, opts ctrl.Options, setup f
 		opts.HealthProbeBindAddress = "0"
 	}
 	if opts.Logger.GetSink() == nil {
-		opts.Logger = funcr.New(func(prefix, args string) {
-			if !ended.Load() {
-				t.Log(prefix, args)
-			}
-		}, funcr.Options{})
+		opts.Logger = ManagerLogger(t)
 	}
 	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
@@ -62,7 +55,6 @@ func StartControllers(t testing.TB, cfg *rest.Config, opts ctrl.Options, setup f
 		if err := <-done; err != nil {
 			t.Errorf("manager: %v", err)
 		}
-		ended.Store(true)
 	})}
 	t.Cleanup(c.Stop)
 	return c
