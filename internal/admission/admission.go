@@ -123,8 +123,8 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 				return full(b)
 			}
 			// The nodes in line ahead of this one take the free slots.
-			if ahead := a.waiters.ahead(wakeKey, node.Name, req.Since, req.Now); ahead >= free {
-				a.waiters.wakeFront(wakeKey, free, req.Now)
+			if ahead := a.waiters.ahead(wakeKey, node.Name, req.Since); ahead >= free {
+				a.waiters.wakeFront(wakeKey, free)
 				return refuse(b, linedUp(b, free, ahead))
 			}
 			if !a.waiters.admitting(wakeKey, node.Name, req.Now) {
@@ -349,13 +349,38 @@ func needsSlot(ctx context.Context, reader client.Reader, holder string) bool {
 }
 
 // Wait makes node a waiter on exactly keys (none: not waiting), in line on
-// those of them in inLine, as evaluated at now; it has waited since since.
-func (a *Admission) Wait(node string, keys, inLine []string, since, now time.Time) {
-	a.waiters.set(node, keys, inLine, since, now)
+// those of them in inLine, as its evaluation found; it has waited since
+// since. expire is when a slot of an in-line budget expires by itself,
+// by wake key (the budget's check said so): the front of that line is
+// woken then, rather than every node in it.
+func (a *Admission) Wait(node string, keys, inLine []string, since time.Time, expire map[string]time.Time) {
+	a.waiters.set(node, keys, inLine, since)
+	for key, at := range expire {
+		if slices.Contains(inLine, key) {
+			a.waiters.expires(key, at)
+		}
+	}
 }
 
+// OutOfLine takes a node whose evaluation failed out of the lines it
+// stands in, so that it does not hold the nodes behind it back; it is
+// still woken when a slot frees.
+func (a *Admission) OutOfLine(node string) { a.waiters.outOfLine(node) }
+
 // Forget drops a node that is gone.
-func (a *Admission) Forget(node string) { a.waiters.set(node, nil, nil, time.Time{}, time.Time{}) }
+func (a *Admission) Forget(node string) { a.waiters.set(node, nil, nil, time.Time{}) }
+
+// TakeWoken returns the nodes woken since it was last called, for a
+// caller that evaluates nodes itself rather than through Run and Wakes.
+func (a *Admission) TakeWoken() []string { return a.waiters.take() }
+
+// Run hands the woken nodes on to Wakes and keeps the lines (a slot that
+// expires, a look at each line's front every lineKeep) until ctx ends.
+func (a *Admission) Run(ctx context.Context) error {
+	go a.waiters.keep(ctx, a.clock.Now)
+	a.waiters.pump(ctx)
+	return nil
+}
 
 // NodeGone gives back every slot a deleted node held, at once rather
 // than at the next sweep: a machine replaced in maintenance frees its
@@ -367,7 +392,8 @@ func (a *Admission) NodeGone(ctx context.Context, node string) error {
 }
 
 // Wakes carries the nodes to evaluate at once, ahead of the rest: woken
-// for a slot freed or handed to them.
+// for a slot freed or handed to them. Nothing is sent on it unless Run
+// runs.
 func (a *Admission) Wakes() <-chan event.GenericEvent { return a.waiters.wake }
 
 // WakeOnChange returns the longest-waiting nodes on key, other than

@@ -170,6 +170,34 @@ func WakeKeys(p Profile, node *corev1.Node, state pitstopv1alpha1.MaintenanceSta
 	return keys
 }
 
+// NextChanges splits the times the node's check results change by
+// themselves (check.Result.NextChange) into the budgets' (a stagger slot
+// or a maxMaintenance slot with skipAfter expiring), by wake key, and the
+// earliest of the others. A node waiting on a budget is evaluated again at
+// the others' time; the budgets' wake the front of their line instead
+// (Admission.Wait), so that a slot expiring does not evaluate every node
+// that waits for it.
+func NextChanges(p Profile, node *corev1.Node, results map[string]check.Result) (others time.Time, budgets map[string]time.Time) {
+	for name, r := range results {
+		if r.NextChange.IsZero() {
+			continue
+		}
+		if b, ok := BudgetOf(p, name, node); ok {
+			if budgets == nil {
+				budgets = map[string]time.Time{}
+			}
+			if at, ok := budgets[b.WakeKey()]; !ok || r.NextChange.Before(at) {
+				budgets[b.WakeKey()] = r.NextChange
+			}
+			continue
+		}
+		if others.IsZero() || r.NextChange.Before(others) {
+			others = r.NextChange
+		}
+	}
+	return others, budgets
+}
+
 func budgetWakeKey(k budget.Key) string { return "budget/" + k.Name + "/" + k.Group }
 
 // ProfileWakeKey names what the nodes whose checks count the profile's

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"sync"
@@ -28,11 +29,29 @@ import (
 // The waiters on a budget that wait for nothing else stand in line for
 // it: a free slot goes to the longest waiting of them, and a node with as
 // many in line ahead of it as there are free slots leaves the slots to
-// them (ahead) rather than racing them for one.
+// them (ahead) rather than racing them for one. A node keeps its place
+// until its next evaluation says otherwise, its evaluation fails
+// (outOfLine) or it is gone: nothing evaluates the nodes in line again on
+// a timer. What no event announces is kept per budget instead (keep): the
+// time a slot expires (due), and a look at the front of each line every
+// lineKeep.
+//
+// Wake-ups are never dropped: a node to wake is queued in pending (once,
+// however often it is woken before it is evaluated) and Run hands it on.
 type waiters struct {
 	mu    sync.Mutex
 	byKey map[string]map[string]*waiter // wake key → node → its wait
 	wake  chan event.GenericEvent
+	// pending are the nodes woken and not yet handed on, in order;
+	// isPending the same as a set. signal says pending has grown.
+	pending   []string
+	isPending map[string]bool
+	signal    chan struct{}
+	// due is when a slot of a budget expires with nothing else changing
+	// (a stagger's, a maxMaintenance slot with skipAfter), by wake key:
+	// the front of its line is woken then. dueSet says due changed.
+	due    map[string]time.Time
+	dueSet chan struct{}
 	// handed remembers, for handedOverFor, the slots handed over at once
 	// (by wake key and the node that gave it back), so that the cache's
 	// later sight of the same hand-over wakes nobody more.
@@ -47,7 +66,6 @@ type waiters struct {
 // waiter is one node's wait on one key.
 type waiter struct {
 	since time.Time // waiting since (entered its state)
-	seen  time.Time // last evaluated still waiting
 	// inLine: only this budget keeps the node from moving on.
 	inLine bool
 	// woken for a freed slot and not evaluated since: the next slot freed
@@ -64,23 +82,32 @@ const handedOverFor = 15 * time.Second
 // oldest takes the slot; the next is there in case the oldest cannot.
 const wakeBatch = 2
 
-// WaiterRecheck bounds how long a waiter sleeps when nothing wakes it
-// (a slot freed by a node that disappeared, say).
-const WaiterRecheck = 30 * time.Second
+// FleetRecheck is how often a node waiting on a check that reads other
+// nodes (anyLabel, nodeCount, clusterSemver, affinity, kubernikusCount) is
+// evaluated again: what changes their answer (another node's labels,
+// version or count) sends no event pitstop follows. A node waiting only
+// on budgets is not rechecked: it is woken.
+const FleetRecheck = 30 * time.Second
 
-// lineFresh is how long a node stays in line without being evaluated
-// again: a node in line is evaluated at least every WaiterRecheck, so one
-// not seen for longer (its evaluations fail, or it was woken and is queued
-// behind a busy engine) no longer holds the nodes behind it back.
-const lineFresh = 3 * WaiterRecheck
+// lineKeep is how often the front of every budget's line is woken when
+// nothing else woke it: what a missed event would leave undone (a slot
+// freed by a node that vanished, a woken node that no longer wanted the
+// slot) waits at most this long, at a cost of one evaluation a budget,
+// whatever the size of the fleet.
+const lineKeep = 30 * time.Second
 
 func newWaiters() *waiters {
-	return &waiters{byKey: map[string]map[string]*waiter{}, wake: make(chan event.GenericEvent, 1024), handed: map[string]time.Time{}, claimed: map[string]time.Time{}}
+	return &waiters{
+		byKey: map[string]map[string]*waiter{}, wake: make(chan event.GenericEvent),
+		isPending: map[string]bool{}, signal: make(chan struct{}, 1),
+		due: map[string]time.Time{}, dueSet: make(chan struct{}, 1),
+		handed: map[string]time.Time{}, claimed: map[string]time.Time{},
+	}
 }
 
 // set makes node a waiter on exactly keys (none: not waiting), in line on
-// those of them in inLine, as evaluated at now.
-func (w *waiters) set(node string, keys, inLine []string, since, now time.Time) {
+// those of them in inLine, as its evaluation found.
+func (w *waiters) set(node string, keys, inLine []string, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	want := map[string]bool{}
@@ -107,7 +134,20 @@ func (w *waiters) set(node string, keys, inLine []string, since, now time.Time) 
 			wt = &waiter{since: since}
 			w.byKey[k][node] = wt
 		}
-		wt.seen, wt.inLine, wt.woken = now, line, false
+		wt.inLine, wt.woken = line, false
+	}
+}
+
+// outOfLine takes node out of every line it stands in, still waking it
+// when what it waits for frees: its evaluation failed, and a node whose
+// evaluations fail must not hold the nodes behind it back.
+func (w *waiters) outOfLine(node string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, nodes := range w.byKey {
+		if wt := nodes[node]; wt != nil {
+			wt.inLine = false
+		}
 	}
 }
 
@@ -120,12 +160,12 @@ func (w *waiters) admitted(key, node string) {
 
 // ahead counts the nodes in key's line that have waited longer than node,
 // which waits since since.
-func (w *waiters) ahead(key, node string, since, now time.Time) int {
+func (w *waiters) ahead(key, node string, since time.Time) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for other, wt := range w.byKey[key] {
-		if other != node && wt.inLine && now.Sub(wt.seen) < lineFresh && before(wt.since, other, since, node) {
+		if other != node && wt.inLine && before(wt.since, other, since, node) {
 			n++
 		}
 	}
@@ -136,9 +176,9 @@ func (w *waiters) ahead(key, node string, since, now time.Time) int {
 // woken yet: a node that leaves the free slots to them calls it, so that a
 // slot their last evaluation did not see free does not wait for their
 // recheck.
-func (w *waiters) wakeFront(key string, n int, now time.Time) {
+func (w *waiters) wakeFront(key string, n int) {
 	w.mu.Lock()
-	line := w.line(key, now)
+	line := w.line(key)
 	sort.Slice(line, func(i, j int) bool { return before(line[i].since, line[i].node, line[j].since, line[j].node) })
 	var wake []string
 	for _, c := range line[:min(n, len(line))] {
@@ -159,12 +199,11 @@ type candidate struct {
 	*waiter
 }
 
-// line returns, in no order, the nodes in key's line that were evaluated
-// within lineFresh of now. w.mu must be held.
-func (w *waiters) line(key string, now time.Time) []candidate {
+// line returns, in no order, the nodes in key's line. w.mu must be held.
+func (w *waiters) line(key string) []candidate {
 	var line []candidate
 	for node, wt := range w.byKey[key] {
-		if wt.inLine && now.Sub(wt.seen) < lineFresh {
+		if wt.inLine {
 			line = append(line, candidate{node, wt})
 		}
 	}
@@ -205,7 +244,7 @@ func (w *waiters) claimFront(key, except string, now time.Time) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first candidate
-	for _, c := range w.line(key, now) {
+	for _, c := range w.line(key) {
 		if c.node == except || c.woken || w.isClaimed(key, c.node, now) {
 			continue // a node back in line while a slot is handed to it is not claimed twice
 		}
@@ -298,27 +337,116 @@ func (w *waiters) keys(prefix string) []string {
 }
 
 // notify wakes the longest-waiting nodes on key, other than the node that
-// freed it, and says how many it woke. A full channel drops the wake-up:
-// the recheck still comes.
+// freed it, and says how many it woke.
 func (w *waiters) notify(key, except string) int {
-	woken := 0
-	for _, node := range w.oldest(key, except) {
-		if w.send(node) {
-			woken++
-		}
+	nodes := w.oldest(key, except)
+	for _, node := range nodes {
+		w.send(node)
 	}
-	return woken
+	return len(nodes)
 }
 
-// send queues node's evaluation ahead of the rest; false when the channel
-// is full (the recheck still comes).
-func (w *waiters) send(node string) bool {
-	select {
-	case w.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
-		return true
-	default:
-		return false
+// send queues node's evaluation ahead of the rest: Run hands it on. A
+// node already queued is queued once.
+func (w *waiters) send(node string) {
+	w.mu.Lock()
+	if !w.isPending[node] {
+		w.isPending[node] = true
+		w.pending = append(w.pending, node)
 	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the nodes woken since the last take, in order.
+func (w *waiters) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.pending
+	w.pending = nil
+	clear(w.isPending)
+	return out
+}
+
+// pump hands the woken nodes on to wake until ctx ends.
+func (w *waiters) pump(ctx context.Context) {
+	for {
+		for _, node := range w.take() {
+			select {
+			case w.wake <- event.GenericEvent{Object: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-w.signal:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// expires records that a slot of key's budget expires at at, with nothing
+// else changing: keep wakes the front of its line then.
+func (w *waiters) expires(key string, at time.Time) {
+	w.mu.Lock()
+	if d, ok := w.due[key]; ok && !at.Before(d) {
+		w.mu.Unlock()
+		return
+	}
+	w.due[key] = at
+	w.mu.Unlock()
+	select {
+	case w.dueSet <- struct{}{}:
+	default:
+	}
+}
+
+// keep wakes, until ctx ends, the front of a budget's line when one of
+// its slots expires (expires), and the front of every line every
+// lineKeep. now is the clock the slots are judged by.
+func (w *waiters) keep(ctx context.Context, now func() time.Time) {
+	every := time.NewTicker(lineKeep)
+	defer every.Stop()
+	next := time.NewTimer(time.Hour)
+	defer next.Stop()
+	for {
+		next.Reset(w.wakeDue(now()))
+		select {
+		case <-every.C:
+			for _, key := range w.keys("") {
+				w.wakeFront(key, 1)
+			}
+		case <-next.C:
+		case <-w.dueSet:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// wakeDue wakes the front of the lines whose slot expired by now, and
+// says how long until the next one does (an hour when none is due).
+func (w *waiters) wakeDue(now time.Time) time.Duration {
+	w.mu.Lock()
+	var keys []string
+	wait := time.Hour
+	for key, at := range w.due {
+		if d := at.Sub(now); d > 0 {
+			wait = min(wait, d)
+			continue
+		}
+		keys = append(keys, key)
+		delete(w.due, key)
+	}
+	w.mu.Unlock()
+	for _, key := range keys {
+		w.wakeFront(key, wakeBatch)
+	}
+	return wait
 }
 
 // oldest returns the longest-waiting nodes on key not woken yet, other

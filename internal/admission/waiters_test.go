@@ -1,6 +1,8 @@
 package admission
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 	t0 := time.Now()
 	for i, node := range []string{"second", "first", "third"} {
 		since := t0.Add(time.Duration([]int{2, 1, 3}[i]) * time.Second)
-		w.set(node, []string{"budget/b/"}, nil, since, since)
+		w.set(node, []string{"budget/b/"}, nil, since)
 	}
 	w.handOver("budget/b/", "leaving", t0)
 	if woken := woken(w); !slices.Equal(woken, []string{"first", "second"}) {
@@ -48,43 +50,40 @@ func TestAHandedOverSlotWakesItsWaitersOnce(t *testing.T) {
 func TestWaitersWakeTheLongestWaitingFirst(t *testing.T) {
 	w := newWaiters()
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	w.set("late", []string{"budget/a/"}, nil, t0.Add(3*time.Minute), t0.Add(3*time.Minute))
-	w.set("first", []string{"budget/a/"}, nil, t0, t0)
-	w.set("second", []string{"budget/a/", "profile/p"}, nil, t0.Add(time.Minute), t0.Add(time.Minute))
-	w.set("other", []string{"budget/b/"}, nil, t0.Add(-time.Hour), t0.Add(-time.Hour))
-	w.set("gone", []string{"budget/a/"}, nil, t0.Add(-time.Hour), t0.Add(-time.Hour))
-	w.set("gone", nil, nil, time.Time{}, t0) // no longer waiting
+	w.set("late", []string{"budget/a/"}, nil, t0.Add(3*time.Minute))
+	w.set("first", []string{"budget/a/"}, nil, t0)
+	w.set("second", []string{"budget/a/", "profile/p"}, nil, t0.Add(time.Minute))
+	w.set("other", []string{"budget/b/"}, nil, t0.Add(-time.Hour))
+	w.set("gone", []string{"budget/a/"}, nil, t0.Add(-time.Hour))
+	w.set("gone", nil, nil, time.Time{}) // no longer waiting
 	w.notify("budget/a/", "first")
-	var woken []string
-	for len(w.wake) > 0 {
-		woken = append(woken, (<-w.wake).Object.GetName())
-	}
-	if want := []string{"second", "late"}; !slices.Equal(woken, want) {
-		t.Errorf("woke %v, want %v", woken, want)
+	if got, want := woken(w), []string{"second", "late"}; !slices.Equal(got, want) {
+		t.Errorf("woke %v, want %v", got, want)
 	}
 	// A second slot freed before they are evaluated wakes the next ones.
-	w.set("later", []string{"budget/a/"}, nil, t0.Add(4*time.Minute), t0.Add(4*time.Minute))
+	w.set("later", []string{"budget/a/"}, nil, t0.Add(4*time.Minute))
 	if got := w.oldest("budget/a/", ""); !slices.Equal(got, []string{"first", "later"}) {
 		t.Errorf("second wake-up woke %v, want [first later]", got)
 	}
 }
 
 // TestTheLineForABudget: the nodes that wait only for a budget stand in
-// line for it: a node counts those in line that have waited longer and
-// were evaluated lately, including those woken to take a slot; a node let
-// in leaves the line; a freed slot wakes those in line first.
+// line for it: a node counts those in line that have waited longer,
+// including those woken to take a slot, however long ago they were
+// evaluated; a node let in, or whose evaluation failed, leaves the line; a
+// freed slot wakes those in line first.
 func TestTheLineForABudget(t *testing.T) {
 	w := newWaiters()
 	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	const key = "budget/a/"
-	now := t0.Add(10 * time.Minute)
-	w.set("windowClosed", []string{key}, nil, t0.Add(-time.Hour), now) // waits for its window too
-	w.set("first", []string{key}, []string{key}, t0, now)
-	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute), now)
-	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
-	w.set("tied", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
-	w.set("forgotten", []string{key}, []string{key}, t0.Add(-time.Hour), now.Add(-lineFresh))
-	ahead := func(node string, since time.Time) int { return w.ahead(key, node, since, now) }
+	w.set("windowClosed", []string{key}, nil, t0.Add(-time.Hour)) // waits for its window too
+	w.set("failing", []string{key}, []string{key}, t0.Add(-time.Hour))
+	w.outOfLine("failing") // its evaluation failed
+	w.set("first", []string{key}, []string{key}, t0)
+	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute))
+	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute))
+	w.set("tied", []string{key}, []string{key}, t0.Add(2*time.Minute))
+	ahead := func(node string, since time.Time) int { return w.ahead(key, node, since) }
 	for _, tc := range []struct {
 		node  string
 		since time.Time
@@ -100,24 +99,23 @@ func TestTheLineForABudget(t *testing.T) {
 			t.Errorf("%s: %d ahead in line, want %d", tc.node, got, tc.want)
 		}
 	}
-	if got := w.ahead("budget/b/", "second", t0.Add(time.Minute), now); got != 0 {
+	if got := w.ahead("budget/b/", "second", t0.Add(time.Minute)); got != 0 {
 		t.Errorf("%d ahead on another budget, want 0", got)
 	}
-	// A freed slot wakes the two first in line (one not evaluated lately
-	// among them: waking it is how it gets evaluated), not the node that
-	// waits for its window; woken, they still hold their places.
-	if got := w.oldest(key, ""); !slices.Equal(got, []string{"forgotten", "first"}) {
-		t.Errorf("woke %v, want [forgotten first]", got)
+	// A freed slot wakes the two first in line, not the nodes out of it;
+	// woken, they still hold their places.
+	if got := w.oldest(key, ""); !slices.Equal(got, []string{"first", "second"}) {
+		t.Errorf("woke %v, want [first second]", got)
 	}
 	if got := ahead("third", t0.Add(2*time.Minute)); got != 2 {
-		t.Errorf("third: %d ahead once first was woken, want 2", got)
+		t.Errorf("third: %d ahead once first and second were woken, want 2", got)
 	}
 	w.admitted(key, "first")
 	if got := ahead("third", t0.Add(2*time.Minute)); got != 1 {
 		t.Errorf("third: %d ahead once first was let in, want 1", got)
 	}
 	// Evaluated again and still waiting for the window only: not in line.
-	w.set("second", []string{key}, nil, t0.Add(time.Minute), now)
+	w.set("second", []string{key}, nil, t0.Add(time.Minute))
 	if got := ahead("third", t0.Add(2*time.Minute)); got != 0 {
 		t.Errorf("third: %d ahead once second waits for more than the budget, want 0", got)
 	}
@@ -125,8 +123,8 @@ func TestTheLineForABudget(t *testing.T) {
 	if got := w.oldest(key, ""); !slices.Equal(got, []string{"third", "tied"}) {
 		t.Errorf("woke %v, want [third tied]", got)
 	}
-	if got := w.oldest(key, ""); !slices.Equal(got, []string{"windowClosed", "second"}) {
-		t.Errorf("woke %v, want [windowClosed second]", got)
+	if got := w.oldest(key, ""); !slices.Equal(got, []string{"failing", "windowClosed"}) {
+		t.Errorf("woke %v, want [failing windowClosed]", got)
 	}
 }
 
@@ -137,25 +135,25 @@ func TestANodeGivingWayWakesTheFrontOfTheLine(t *testing.T) {
 	w := newWaiters()
 	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	const key = "budget/a/"
-	now := t0.Add(10 * time.Minute)
-	w.set("windowClosed", []string{key}, nil, t0.Add(-time.Hour), now)
-	w.set("forgotten", []string{key}, []string{key}, t0.Add(-time.Hour), now.Add(-lineFresh))
-	w.set("first", []string{key}, []string{key}, t0, now)
-	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute), now)
-	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute), now)
-	w.wakeFront(key, 2, now)
+	w.set("windowClosed", []string{key}, nil, t0.Add(-time.Hour))
+	w.set("failing", []string{key}, []string{key}, t0.Add(-time.Hour))
+	w.outOfLine("failing")
+	w.set("first", []string{key}, []string{key}, t0)
+	w.set("second", []string{key}, []string{key}, t0.Add(time.Minute))
+	w.set("third", []string{key}, []string{key}, t0.Add(2*time.Minute))
+	w.wakeFront(key, 2)
 	if got := woken(w); !slices.Equal(got, []string{"first", "second"}) {
 		t.Errorf("woke %v, want [first second]", got)
 	}
 	// Still queued: not woken twice.
-	w.wakeFront(key, 2, now)
+	w.wakeFront(key, 2)
 	if got := woken(w); len(got) != 0 {
 		t.Errorf("woke %v again before they were evaluated", got)
 	}
 	// first was evaluated and still waits: woken again when a slot looks
 	// free to a node behind it.
-	w.set("first", []string{key}, []string{key}, t0, now)
-	w.wakeFront(key, 1, now)
+	w.set("first", []string{key}, []string{key}, t0)
+	w.wakeFront(key, 1)
 	if got := woken(w); !slices.Equal(got, []string{"first"}) {
 		t.Errorf("woke %v, want [first]", got)
 	}
@@ -172,7 +170,7 @@ func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
 	t0 := time.Now()
 	for i, node := range []string{"first", "second", "third", "fourth"} {
 		since := t0.Add(time.Duration(i) * time.Second)
-		w.set(node, []string{key}, []string{key}, since, t0.Add(10*time.Second))
+		w.set(node, []string{key}, []string{key}, since)
 	}
 	now := t0.Add(11 * time.Second)
 	if !w.admitting(key, "third", now) {
@@ -187,7 +185,7 @@ func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
 	}
 	// first's own evaluation, told a slot is being handed to it, puts it
 	// back in line meanwhile: it is not claimed a second time.
-	w.set("first", []string{key}, []string{key}, t0, now)
+	w.set("first", []string{key}, []string{key}, t0)
 	if got := w.claimFront(key, "leaving-3", now); got != "fourth" {
 		t.Errorf("claimed %q next, want fourth (first and second are claimed, third asks for a slot itself)", got)
 	}
@@ -213,14 +211,79 @@ func TestASlotHandedOverGoesToOneNodeAtATime(t *testing.T) {
 }
 
 // woken names the nodes woken so far, in order, and forgets them.
-func woken(w *waiters) []string {
-	var names []string
-	for {
+func woken(w *waiters) []string { return w.take() }
+
+// TestNoWakeUpIsLost: however many nodes are woken before the controller
+// takes them, each is handed on once, in the order woken, and one woken
+// twice meanwhile is handed on once.
+func TestNoWakeUpIsLost(t *testing.T) {
+	w := newWaiters()
+	var want []string
+	for i := range 5000 {
+		want = append(want, fmt.Sprintf("node-%04d", i))
+	}
+	for _, node := range want {
+		w.send(node)
+	}
+	w.send(want[0])
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { w.pump(ctx); close(done) }()
+	var got []string
+	for len(got) < len(want) {
 		select {
 		case e := <-w.wake:
-			names = append(names, e.Object.GetName())
-		default:
-			return names
+			got = append(got, e.Object.GetName())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d woken nodes handed on", len(got), len(want))
 		}
+	}
+	select {
+	case e := <-w.wake:
+		t.Errorf("%s handed on twice", e.Object.GetName())
+	case <-time.After(100 * time.Millisecond):
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("handed on out of order: first %v", got[:5])
+	}
+	// Woken after the pump drained the rest: handed on too.
+	w.send("late")
+	select {
+	case e := <-w.wake:
+		if e.Object.GetName() != "late" {
+			t.Errorf("handed on %s, want late", e.Object.GetName())
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("a node woken once the pump was idle was never handed on")
+	}
+	cancel()
+	<-done
+}
+
+// TestAnExpiringSlotWakesTheFrontOfItsLine: a slot that expires by itself
+// wakes the first two in its line when it does, and no one else; the
+// earliest expiry reported wins.
+func TestAnExpiringSlotWakesTheFrontOfItsLine(t *testing.T) {
+	w := newWaiters()
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	const key = "budget/stagger/"
+	for i := range 100 {
+		w.set(fmt.Sprintf("node-%03d", i), []string{key}, []string{key}, t0.Add(time.Duration(i)*time.Second))
+	}
+	w.set("other", []string{"budget/b/"}, []string{"budget/b/"}, t0.Add(-time.Hour))
+	w.expires(key, t0.Add(time.Hour))
+	w.expires(key, t0.Add(time.Minute)) // reported by a node evaluated later
+	w.expires(key, t0.Add(2*time.Minute))
+	if wait := w.wakeDue(t0.Add(50 * time.Second)); wait != 10*time.Second {
+		t.Errorf("next expiry in %s, want 10s", wait)
+	}
+	if got := woken(w); len(got) != 0 {
+		t.Errorf("woke %v before the slot expired", got)
+	}
+	if wait := w.wakeDue(t0.Add(time.Minute)); wait != time.Hour {
+		t.Errorf("after the expiry, the next in %s, want none (1h)", wait)
+	}
+	if got := woken(w); !slices.Equal(got, []string{"node-000", "node-001"}) {
+		t.Errorf("the slot's expiry woke %v, want [node-000 node-001]", got)
 	}
 }

@@ -92,17 +92,11 @@ func (r *Reconciler) WithClock(c clock.Clock) *Reconciler {
 
 // Woken names the nodes woken, since the last call, for what another node
 // freed.
-func (r *Reconciler) Woken() []string {
-	var names []string
-	for {
-		select {
-		case e := <-r.admission.Wakes():
-			names = append(names, e.Object.GetName())
-		default:
-			return names
-		}
-	}
-}
+func (r *Reconciler) Woken() []string { return r.admission.TakeWoken() }
+
+// OutOfLine takes a node out of the budgets' lines, as a failed
+// evaluation of it does.
+func (r *Reconciler) OutOfLine(node string) { r.admission.OutOfLine(node) }
 
 // NewFleetCollector is the collector of the fleet gauges, reading through
 // reader and the budgets' slots through slots, at clk's time.

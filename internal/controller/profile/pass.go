@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -68,6 +69,8 @@ type pass struct {
 	// the rest of the fleet, for the waiters.
 	waitKeys, inLine []string
 	waitingSince     time.Time
+	// expire is when a slot of a budget it stands in line for expires.
+	expire map[string]time.Time
 	// told runs once the node is written: Events and notifications of
 	// what the write made true.
 	told []func()
@@ -178,7 +181,19 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 			if p.waitingSince.IsZero() || pr.Since.Time.Before(p.waitingSince) {
 				p.waitingSince = pr.Since.Time
 			}
-			after = shortest(after, admission.WaiterRecheck)
+			for key, at := range s.wait.expire {
+				if p.expire == nil {
+					p.expire = map[string]time.Time{}
+				}
+				if was, ok := p.expire[key]; !ok || at.Before(was) {
+					p.expire[key] = at
+				}
+			}
+			// Budgets wake their waiters; checks that read other nodes
+			// do not.
+			if slices.Contains(keys, admission.ProfileWakeKey(name)) {
+				after = shortest(after, admission.FleetRecheck)
+			}
 		}
 	}
 	p.again(after)
@@ -224,7 +239,7 @@ func (r *Reconciler) tell(ctx context.Context, p *pass) {
 	for _, f := range p.told {
 		f()
 	}
-	r.admission.Wait(p.node.Name, p.waitKeys, p.inLine, p.waitingSince, p.now)
+	r.admission.Wait(p.node.Name, p.waitKeys, p.inLine, p.waitingSince, p.expire)
 	for _, name := range p.releases {
 		if c := r.profiles.Last(name); c != nil {
 			r.admission.Release(ctx, c.Admission(), p.want)

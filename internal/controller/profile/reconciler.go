@@ -88,6 +88,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		res, err := r.reconcileNode(ctx, node)
 		if !errors.Is(err, nodepatch.ErrStale) {
+			if err != nil {
+				// Its place in line would hold the nodes behind it back
+				// while its evaluations fail.
+				r.admission.OutOfLine(node.Name)
+			}
 			return res, err
 		}
 		// The cached node was behind the API server (a write of pitstop's
@@ -195,7 +200,11 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 		if in.HeldElsewhere == "" {
 			wait.inLine = admission.LineKeys(c.Admission(), node, pr.Current, passed)
 		}
-		return stepped{after: requeue, wait: wait}, nil
+		// A budget's slot expiring wakes the front of its line, not
+		// every node waiting for it.
+		others, budgets := admission.NextChanges(c.Admission(), node, in.Results)
+		wait.expire = budgets
+		return stepped{after: until(others, now), wait: wait}, nil
 	}
 	t := transitions[d.Take]
 	// The wait after a failed attempt holds back that move only: a node
@@ -230,7 +239,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 			// Every slot is taken: the node is a waiter on the budget, and
 			// the node that gives a slot back wakes it; a slot that expires
 			// (FreesIn) wakes no one, so the node looks again then.
-			return stepped{after: shortest(shortest(requeue, v.FreesIn), admission.WaiterRecheck), wait: wait}, nil
+			return stepped{after: shortest(requeue, v.FreesIn), wait: wait}, nil
 		}
 	}
 	if entering {
@@ -412,6 +421,9 @@ type fleetWait struct {
 	// inLine names the wake keys of the budgets that alone keep the node
 	// from moving on: it stands in line for them.
 	inLine []string
+	// expire is when a slot of a budget the node waits for expires by
+	// itself, by wake key.
+	expire map[string]time.Time
 }
 
 // sweep gives back maxMaintenance slots whose holder is out of

@@ -138,6 +138,11 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.Add(manager.RunnableFunc(r.sweep)); err != nil {
 		return nil, err
 	}
+	// Hands the woken nodes on to the controller and keeps the budgets'
+	// lines.
+	if err := mgr.Add(manager.RunnableFunc(r.admission.Run)); err != nil {
+		return nil, err
+	}
 	if err := pitstopmetrics.Replace(newFleetCollector(mgr.GetClient(), r.records, r.profiles, r.slots, r.clock)); err != nil {
 		return nil, err
 	}

@@ -141,6 +141,14 @@ func assertResult(t *testing.T, got, want Result) {
 	}
 }
 
+// assertQueried asserts a prometheusInstant check's result, which is
+// looked at again prometheusRecheck after now.
+func assertQueried(t *testing.T, got, want Result, now time.Time) {
+	t.Helper()
+	want.NextChange = now.Add(prometheusRecheck)
+	assertResult(t, got, want)
+}
+
 // fixedPrometheus answers every query with the value or error it holds.
 type fixedPrometheus struct {
 	value float64

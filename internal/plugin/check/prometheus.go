@@ -92,8 +92,19 @@ func newPrometheusInstant(cfg *pitstopv1alpha1.PrometheusInstantCheck, deps Deps
 	return p, nil
 }
 
+// prometheusRecheck is how often a node whose state's transitions use a
+// prometheusInstant check is evaluated again: nothing announces that the
+// query's value changed, or that a Prometheus that failed answers again.
+const prometheusRecheck = 30 * time.Second
+
 // Evaluate implements Check.
 func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, error) {
+	r, err := p.evaluate(ctx, c)
+	r.NextChange = c.Now.Add(prometheusRecheck)
+	return r, err
+}
+
+func (p *prometheusInstant) evaluate(ctx context.Context, c Context) (Result, error) {
 	var creds Credentials
 	if p.auth != nil {
 		var err error

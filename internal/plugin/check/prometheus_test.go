@@ -47,7 +47,7 @@ func TestPrometheusInstant(t *testing.T) {
 		"NaN is not at least anything": {
 			value: math.NaN(), operator: ">=", threshold: "0", wantReason: "up is NaN, want >= 0",
 		},
-		"returns the query's error, so the transition does not pass": {
+		"returns the query's error, so the transition does not pass, and asks again later": {
 			err: boom, operator: ">=", threshold: "1", wantErr: "querying http://prometheus:9090: connection refused",
 		},
 	}
@@ -63,12 +63,15 @@ func TestPrometheusInstant(t *testing.T) {
 				if err == nil || err.Error() != tc.wantErr || !errors.Is(err, boom) {
 					t.Fatalf("got error %v, want %q wrapping the query's", err, tc.wantErr)
 				}
+				if want := noon.Add(prometheusRecheck); !got.NextChange.Equal(want) {
+					t.Errorf("after a failed query, evaluated again at %s, want %s", got.NextChange, want)
+				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertResult(t, got, Result{Passed: tc.wantPassed, Reason: tc.wantReason})
+			assertQueried(t, got, Result{Passed: tc.wantPassed, Reason: tc.wantReason}, noon)
 		})
 	}
 }
@@ -100,7 +103,7 @@ func TestPrometheusInstantExpr(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertResult(t, got, tc.want)
+			assertQueried(t, got, tc.want, noon)
 		})
 	}
 }
@@ -170,7 +173,8 @@ func TestPrometheusClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := c.Evaluate(context.Background(), Context{Node: &n, Now: time.Now()})
+			now := time.Now()
+			got, err := c.Evaluate(context.Background(), Context{Node: &n, Now: now})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("got error %v, want one containing %q", err, tc.wantErr)
@@ -180,7 +184,7 @@ func TestPrometheusClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			assertResult(t, got, Result{Passed: tc.wantPassed, Reason: tc.wantReason})
+			assertQueried(t, got, Result{Passed: tc.wantPassed, Reason: tc.wantReason}, now)
 		})
 	}
 }

@@ -150,11 +150,12 @@ func TestPrometheusInstantSendsABearerTokenFromASecret(t *testing.T) {
 	prom := bearerPrometheus(t)
 	secrets := secretsOf(secret("prom-auth", true, map[string]string{"token": token + "\n"}))
 
-	got, err := evaluateAt(t, authCheck(t, prom.URL, secrets, withBearer("prom-auth", "token")), time.Now())
+	now := time.Now()
+	got, err := evaluateAt(t, authCheck(t, prom.URL, secrets, withBearer("prom-auth", "token")), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertResult(t, got, Result{Passed: true, Reason: "up is 1, >= 1"})
+	assertQueried(t, got, Result{Passed: true, Reason: "up is 1, >= 1"}, now)
 	if seen := prom.seen(); len(seen) != 1 || seen[0] != "Bearer "+token {
 		t.Errorf("the server saw Authorization headers %q, want one bearer token from the Secret (its final newline trimmed)", seen)
 	}
@@ -179,11 +180,12 @@ func TestPrometheusInstantSendsBasicAuthFromASecret(t *testing.T) {
 	t.Cleanup(prom.Close)
 	secrets := secretsOf(secret("prom-login", true, map[string]string{"password": password}))
 
-	got, err := evaluateAt(t, authCheck(t, prom.URL, secrets, withBasicAuth("pitstop", "prom-login", "password")), time.Now())
+	now := time.Now()
+	got, err := evaluateAt(t, authCheck(t, prom.URL, secrets, withBasicAuth("pitstop", "prom-login", "password")), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertResult(t, got, Result{Passed: true, Reason: "up is 1, >= 1"})
+	assertQueried(t, got, Result{Passed: true, Reason: "up is 1, >= 1"}, now)
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("pitstop:"+password))
 	if seen := prom.seen(); len(seen) != 1 || seen[0] != want {
 		t.Errorf("the server saw Authorization headers %q, want one basic login", seen)
@@ -499,11 +501,12 @@ func TestUntrustedPrometheusCredentialsGoOnlyToAllowedURLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := evaluateAt(t, c, time.Now())
+	now := time.Now()
+	got, err := evaluateAt(t, c, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertResult(t, got, Result{Passed: true, Reason: "up is 1, >= 1"})
+	assertQueried(t, got, Result{Passed: true, Reason: "up is 1, >= 1"}, now)
 	if seen := evil.seen(); len(seen) != 1 || seen[0] != "Bearer "+token {
 		t.Errorf("the allowed server saw %q, want the bearer token once", seen)
 	}
