@@ -64,3 +64,7 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err error) {
 	}
 	return func() { <-l.slots }, nil
 }
+
+// InFlight says how many requests hold a slot: sent, or about to be once
+// the rate allows, and not yet answered.
+func (l *Limiter) InFlight() int { return len(l.slots) }

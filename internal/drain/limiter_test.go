@@ -71,3 +71,28 @@ func TestLimiterAcquireGivesUpWithItsContext(t *testing.T) {
 		t.Errorf("%d slots held after failed acquires, want 0", len(l.slots))
 	}
 }
+
+// TestLimiterCountsWhatItHolds: InFlight counts the slots taken and not yet
+// given back.
+func TestLimiterCountsWhatItHolds(t *testing.T) {
+	l := NewLimiter(LimiterOptions{InFlight: 3, Rate: 1000, Burst: 3})
+	var releases []func()
+	for range 2 {
+		release, err := l.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	if n := l.InFlight(); n != 2 {
+		t.Errorf("%d in flight with two slots taken, want 2", n)
+	}
+	releases[0]()
+	if n := l.InFlight(); n != 1 {
+		t.Errorf("%d in flight once one was given back, want 1", n)
+	}
+	releases[1]()
+	if n := l.InFlight(); n != 0 {
+		t.Errorf("%d in flight once all were given back, want 0", n)
+	}
+}

@@ -164,3 +164,16 @@ func (q *Queue) Forget(ownerName string) {
 		delete(q.owners, ownerName)
 	}
 }
+
+// Unanswered says how many pods, over every owner, are handed over and not
+// yet answered: those waiting for the Limiter or their owner's batch, and
+// those whose request is on its way.
+func (q *Queue) Unanswered() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, o := range q.owners {
+		n += len(o.asked)
+	}
+	return n
+}

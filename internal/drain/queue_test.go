@@ -67,6 +67,9 @@ func TestAQueueSendsApartFromItsCaller(t *testing.T) {
 	if res, unanswered := q.Take("node-a"); len(res.Pods) != 0 || unanswered != 3 {
 		t.Errorf("before any answer: took %v, %d unanswered; want nothing and 3", res.Pods, unanswered)
 	}
+	if n := q.Unanswered(); n != 3 {
+		t.Errorf("the queue holds %d unanswered pods, want 3", n)
+	}
 
 	// The pods go in one batch or two (the third joins the first if that
 	// has not started yet): a wake for each.
@@ -80,6 +83,9 @@ func TestAQueueSendsApartFromItsCaller(t *testing.T) {
 	_, unanswered := q.Take("node-a")
 	if res.Count(Evicted) != 3 || unanswered != 0 {
 		t.Errorf("answers %s, %d unanswered; want evicted 3 and none", res.Message(), unanswered)
+	}
+	if n := q.Unanswered(); n != 0 {
+		t.Errorf("the queue holds %d unanswered pods once all are answered, want 0", n)
 	}
 	for _, p := range pods {
 		if !gone(t, p) {

@@ -300,31 +300,19 @@ func (e *pitstopEnv) drainWithPitstop(ctx context.Context, node *corev1.Node, po
 // does, timed from the read of the node the cordon needs to RunNodeDrain's
 // return.
 func (e *pitstopEnv) drainWithLibrary(ctx context.Context, helper *kubectldrain.Helper, counter *requestCounter, node *corev1.Node, pods *corev1.PodList) (drainRun, error) {
-	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
-	defer cancel()
-	tracker, err := e.trackDrain(ctx, node, pods)
-	if err != nil {
-		return drainRun{}, err
-	}
-	before := counter.snapshot()
-	start := time.Now()
-	current, err := helper.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-	if err != nil {
-		return drainRun{}, err
-	}
-	if err := kubectldrain.RunCordonOrUncordon(helper, current, true); err != nil {
-		return drainRun{}, fmt.Errorf("cordoning %s: %w", node.Name, err)
-	}
-	if err := kubectldrain.RunNodeDrain(helper, node.Name); err != nil {
-		return drainRun{}, fmt.Errorf("draining %s: %w", node.Name, err)
-	}
-	end := time.Now()
-	requests := counter.snapshot().since(before)
-	ph, err := tracker.wait(ctx, start, end)
-	if err != nil {
-		return drainRun{}, err
-	}
-	return drainRun{drainer: "library", node: node.Name, took: end.Sub(start), phases: ph, requests: requests}, nil
+	return e.timedDrain(ctx, "library", counter, node, pods, func(ctx context.Context) (time.Time, error) {
+		current, err := helper.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return time.Time{}, err
+		}
+		if err := kubectldrain.RunCordonOrUncordon(helper, current, true); err != nil {
+			return time.Time{}, fmt.Errorf("cordoning %s: %w", node.Name, err)
+		}
+		if err := kubectldrain.RunNodeDrain(helper, node.Name); err != nil {
+			return time.Time{}, fmt.Errorf("draining %s: %w", node.Name, err)
+		}
+		return time.Now(), nil
+	})
 }
 
 // phases are when a drain's steps were observed through watches, as

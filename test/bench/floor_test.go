@@ -45,6 +45,15 @@ func countedClientset(cfg *rest.Config) (kubernetes.Interface, *requestCounter, 
 // gone is what they add to it. Its start, like theirs, is just before its
 // first request.
 func (e *pitstopEnv) drainWithFloor(ctx context.Context, cs kubernetes.Interface, counter *requestCounter, node *corev1.Node, pods *corev1.PodList) (drainRun, error) {
+	return e.timedDrain(ctx, "floor", counter, node, pods, func(ctx context.Context) (time.Time, error) {
+		return floorDrain(ctx, cs, node.Name)
+	})
+}
+
+// timedDrain runs a drainer against node, which holds pods: the drain's
+// steps are watched, its requests counted by counter from just before run
+// starts, and it is timed from then to the end run returns.
+func (e *pitstopEnv) timedDrain(ctx context.Context, drainer string, counter *requestCounter, node *corev1.Node, pods *corev1.PodList, run func(context.Context) (time.Time, error)) (drainRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	tracker, err := e.trackDrain(ctx, node, pods)
@@ -53,7 +62,7 @@ func (e *pitstopEnv) drainWithFloor(ctx context.Context, cs kubernetes.Interface
 	}
 	before := counter.snapshot()
 	start := time.Now()
-	end, err := floorDrain(ctx, cs, node.Name)
+	end, err := run(ctx)
 	if err != nil {
 		return drainRun{}, err
 	}
@@ -62,7 +71,7 @@ func (e *pitstopEnv) drainWithFloor(ctx context.Context, cs kubernetes.Interface
 	if err != nil {
 		return drainRun{}, err
 	}
-	return drainRun{drainer: "floor", node: node.Name, took: end.Sub(start), phases: ph, requests: requests}, nil
+	return drainRun{drainer: drainer, node: node.Name, took: end.Sub(start), phases: ph, requests: requests}, nil
 }
 
 // floorDrain is the minimal drainer, the control plane's own floor for a

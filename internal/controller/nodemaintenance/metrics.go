@@ -66,6 +66,37 @@ func workloadKind(pod *corev1.Pod) string {
 	return "other"
 }
 
+// evictionQueueCollector reports, at scrape time, how much the manager's
+// eviction queue holds: the pods handed to it and not yet answered, and
+// the requests holding a slot of the manager-wide bound.
+type evictionQueueCollector struct {
+	queue            *drain.Queue
+	limiter          *drain.Limiter
+	queued, inFlight *prometheus.Desc
+}
+
+func newEvictionQueueCollector(q *drain.Queue, l *drain.Limiter) *evictionQueueCollector {
+	return &evictionQueueCollector{
+		queue: q, limiter: l,
+		queued: prometheus.NewDesc("pitstop_eviction_queue_pods",
+			"Pods the drains handed to the manager's eviction queue whose eviction or deletion has not been answered yet, those on their way included.",
+			nil, nil),
+		inFlight: prometheus.NewDesc("pitstop_evictions_in_flight",
+			"Eviction and deletion requests holding a slot of the manager-wide bound (--evictions-in-flight): sent, or waiting for --eviction-rate, and not yet answered.",
+			nil, nil),
+	}
+}
+
+func (c *evictionQueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.queued
+	ch <- c.inFlight
+}
+
+func (c *evictionQueueCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(c.queue.Unanswered()))
+	ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(c.limiter.InFlight()))
+}
+
 // maintenancesCollector reports, computed at scrape time from the cache
 // so the figures cannot drift from the objects: NodeMaintenances by phase,
 // the drains past their timeout, and how long the oldest maintenance not

@@ -35,7 +35,7 @@ func TestDrainGaugesAreReadFromTheObjectsAtScrapeTime(t *testing.T) {
 	// stopped, it changes nothing below.
 	m := startManager(t, false)
 	served := testutil.GaugeSeries(t, metrics.Registry)
-	for _, name := range []string{overdueGauge, oldestGauge} {
+	for _, name := range []string{overdueGauge, oldestGauge, "pitstop_eviction_queue_pods", "pitstop_evictions_in_flight"} {
 		if _, ok := served[name]; !ok {
 			t.Errorf("the manager does not serve %s", name)
 		}

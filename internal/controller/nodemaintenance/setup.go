@@ -59,7 +59,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	executor := &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency, Limiter: drain.NewLimiter(opts.Evictions)}
+	limiter := drain.NewLimiter(opts.Evictions)
+	executor := &drain.Executor{Client: evictions, Concurrency: opts.EvictionConcurrency, Limiter: limiter}
 	// Answers to a drain's evictions wake its reconcile through answered.
 	answered := make(chan event.GenericEvent, 1024)
 	wake := func(name string) {
@@ -86,6 +87,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := pitstopmetrics.Replace(newMaintenancesCollector(mgr.GetClient(), r.clock)); err != nil {
+		return err
+	}
+	if err := pitstopmetrics.Replace(newEvictionQueueCollector(r.queue, limiter)); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
