@@ -76,6 +76,17 @@ func (r *Reconciler) WithInformerNodes(c cache.Cache) (*Reconciler, error) {
 	return r, nil
 }
 
+// Watching has the Reconciler count on the watch of objects of kinds
+// (trigger.Watched) to wake the nodes whose triggers wait on them, as its
+// controller's watches do.
+func (r *Reconciler) Watching(kinds ...string) *Reconciler {
+	r.watched = map[string]bool{}
+	for _, k := range kinds {
+		r.watched[k] = true
+	}
+	return r
+}
+
 // WithSlots has the Reconciler take budget slots through s.
 func (r *Reconciler) WithSlots(s *budget.Slots) *Reconciler {
 	r.slots = s

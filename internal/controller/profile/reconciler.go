@@ -26,10 +26,13 @@ import (
 
 // How the engine paces its retries, and the slot sweep.
 const (
-	triggerRetry      = 10 * time.Second
-	failureRetryFirst = time.Second
-	failureRetryMax   = 5 * time.Minute
-	conflictRetry     = 100 * time.Millisecond
+	triggerRetry = 10 * time.Second
+	// watchedTriggerRecheck bounds the wait of a trigger whose objects
+	// the engine watches, should a wake-up be missed.
+	watchedTriggerRecheck = 5 * time.Minute
+	failureRetryFirst     = time.Second
+	failureRetryMax       = 5 * time.Minute
+	conflictRetry         = 100 * time.Millisecond
 	// slotSweepInterval is a third of the slots' grace: a slot is judged
 	// stale only once this replica has watched it unchanged for the grace
 	// (budget.Slots.Unchanged), so a slot left behind is given back within
@@ -40,6 +43,9 @@ const (
 // Reconciler moves one node at a time through its profiles' states.
 type Reconciler struct {
 	client client.Client
+	// watched names the kinds of object whose changes wake the nodes
+	// whose triggers wait on them (trigger.Watched).
+	watched map[string]bool
 	// seedState: write cloud.sap/maintenance-state too (--smc-compat).
 	seedState bool
 	// seedMetrics counts the maintenance-controller's metrics
@@ -260,7 +266,7 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 		if !done {
 			d.Evaluations[d.Take].Blocked = status
 			remember()
-			return stepped{after: shortest(requeue, triggerRetry), wait: wait}, nil // a watch wakes it sooner
+			return stepped{after: shortest(requeue, r.triggerRecheck(c.Triggers[tn])), wait: wait}, nil
 		}
 	}
 	*want = *scratch
@@ -460,6 +466,17 @@ func retryAfter(attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, failureRetryMax)
+}
+
+// triggerRecheck is when a node whose trigger t waits is evaluated again
+// if nothing wakes it first: a trigger waiting on objects the engine
+// watches is woken by their change, and looked at only after
+// watchedTriggerRecheck; another after triggerRetry.
+func (r *Reconciler) triggerRecheck(t trigger.Trigger) time.Duration {
+	if w, ok := t.(trigger.Watched); ok && r.watched[w.WaitsOn()] {
+		return watchedTriggerRecheck
+	}
+	return triggerRetry
 }
 
 func until(t, now time.Time) time.Duration {

@@ -34,6 +34,7 @@ import (
 	pitstopmetrics "github.com/pitstop-dev/pitstop/internal/metrics"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 	"github.com/pitstop-dev/pitstop/internal/seedmetrics"
 )
 
@@ -126,7 +127,9 @@ func Setup(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	// node (where the API server serves MachineMaintenances: a cluster
 	// whose CRDs predate them polls instead).
 	gvk := pitstopv1alpha1.GroupVersion.WithKind("MachineMaintenance")
+	r.watched = map[string]bool{trigger.WaitsOnNodeMaintenance: true}
 	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+		r.watched[trigger.WaitsOnMachineMaintenance] = true
 		b = b.Watches(&pitstopv1alpha1.MachineMaintenance{}, firstFromMapFunc(nodeOfMachineMaintenance), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return actionStepChanged(e.ObjectOld.(*pitstopv1alpha1.MachineMaintenance), e.ObjectNew.(*pitstopv1alpha1.MachineMaintenance))
 		}}))

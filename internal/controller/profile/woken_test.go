@@ -1,6 +1,7 @@
 package profile_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
+	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -88,4 +91,75 @@ func TestANodeWaitingOnlyForABudgetIsWokenNotPolled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestANodeWaitingForItsDrainIsWokenNotPolled: a node whose drain trigger
+// waits for its NodeMaintenance is evaluated again when the
+// NodeMaintenance's Ready condition changes (the controller's watch): it
+// asks for a look of its own only after 5 minutes, in case a wake-up is
+// missed. Without that watch it looks every 10 s.
+func TestANodeWaitingForItsDrainIsWokenNotPolled(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		watched bool
+		want    time.Duration
+	}{
+		{name: "watched", watched: true, want: 5 * time.Minute},
+		{name: "unwatched", want: 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "drainwait-" + tc.name
+			ns := testutil.Namespace(t, env.Client, name)
+			p := rollingProfile(name, name, 1)
+			p.Spec.Triggers = append(p.Spec.Triggers,
+				pitstopv1alpha1.TriggerInstance{Name: "drain", Drain: &pitstopv1alpha1.DrainTrigger{}},
+				pitstopv1alpha1.TriggerInstance{Name: "restore", Restore: &pitstopv1alpha1.RestoreTrigger{}})
+			p.Spec.States.MaintenanceRequired.Transitions[0].Triggers = []string{"drain"}
+			p.Spec.States.InMaintenance.Transitions[0].Triggers = []string{"restore"}
+			testutil.Create(t, env.Client, p)
+			n := testutil.Node(name+"-0", testutil.WithLabels(map[string]string{"pool": name}),
+				func(n *corev1.Node) { n.Annotations = map[string]string{"reboot-needed": "true"} })
+			testutil.Create(t, env.Client, n)
+			r := profile.NewBareReconciler(env.Client, env.Client).WithSlots(&budget.Slots{Client: env.Client, Cache: env.Client, Namespace: ns})
+			if tc.watched {
+				r.Watching(trigger.WaitsOnNodeMaintenance)
+			}
+			t.Cleanup(func() { deleteMaintenanceOf(t, n.Name) })
+			reconcile := func() ctrl.Result {
+				t.Helper()
+				res, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			nm := &pitstopv1alpha1.NodeMaintenance{}
+			for i := 0; ; i++ { // into maintenance-required, then the slot and the drain's NodeMaintenance
+				reconcile()
+				err := env.Client.Get(t.Context(), types.NamespacedName{Name: maintenance.ForProfile(n.Name)}, nm)
+				if err == nil {
+					break
+				}
+				if i == 5 {
+					t.Fatalf("the drain's NodeMaintenance after %d evaluations: %v (the node waits for %q; its record %s)", i+1, err, r.Decisions(n.Name)[p.Name].Blocking(), testutil.GetNode(t, env.Client, n.Name).Annotations[pitstopv1alpha1.AnnotationMaintenanceData])
+				}
+			}
+			res := reconcile() // still draining: no controller runs it
+			if res.RequeueAfter != tc.want {
+				t.Errorf("a node waiting for its drain asks to be evaluated again in %s, want %s", res.RequeueAfter, tc.want)
+			}
+		})
+	}
+}
+
+// deleteMaintenanceOf deletes the node's profile NodeMaintenance, which no
+// controller runs here, finalizers and all.
+func deleteMaintenanceOf(t *testing.T, node string) {
+	nm := &pitstopv1alpha1.NodeMaintenance{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Name: maintenance.ForProfile(node)}, nm); err != nil {
+		return
+	}
+	nm.Finalizers = nil
+	_ = env.Client.Update(context.Background(), nm)
+	_ = env.Client.Delete(context.Background(), nm)
 }

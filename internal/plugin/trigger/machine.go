@@ -33,6 +33,9 @@ type replaceMachineTrigger struct {
 	spec pitstopv1alpha1.ReplaceMachineTrigger
 }
 
+// WaitsOn implements Watched: the action's step.
+func (replaceMachineTrigger) WaitsOn() string { return WaitsOnMachineMaintenance }
+
 func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	if mm, err := actionOf(ctx, c, pitstopv1alpha1.ActionReplace); err != nil || mm != nil {
 		if err != nil {
@@ -66,6 +69,9 @@ func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string
 type rebootInstanceTrigger struct {
 	spec pitstopv1alpha1.RebootInstanceTrigger
 }
+
+// WaitsOn implements Watched: the action's step.
+func (rebootInstanceTrigger) WaitsOn() string { return WaitsOnMachineMaintenance }
 
 func (t rebootInstanceTrigger) Run(ctx context.Context, c Context) (bool, string, error) {
 	mm, err := actionOf(ctx, c, pitstopv1alpha1.ActionReboot)

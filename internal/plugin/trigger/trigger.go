@@ -61,6 +61,31 @@ type Trigger interface {
 	Run(ctx context.Context, c Context) (done bool, status string, err error)
 }
 
+// Watched is a trigger whose progress shows in objects of one kind that the
+// engine watches: while it waits, a change of them (a NodeMaintenance's
+// Ready condition or deletion, a MachineMaintenance's action step) wakes
+// its node, so the engine need not poll it.
+type Watched interface {
+	// WaitsOn names the kind of object the trigger waits on.
+	WaitsOn() string
+}
+
+// Kinds of object Watched triggers wait on.
+const (
+	WaitsOnNodeMaintenance    = "NodeMaintenance"
+	WaitsOnMachineMaintenance = "MachineMaintenance"
+)
+
+// WaitsOn implements Watched: its NodeMaintenance's Ready condition.
+func (drainTrigger) WaitsOn() string { return WaitsOnNodeMaintenance }
+
+// WaitsOn implements Watched: its NodeMaintenance's Ready condition.
+func (cordonTrigger) WaitsOn() string { return WaitsOnNodeMaintenance }
+
+// WaitsOn implements Watched: its NodeMaintenance's deletion and the node
+// it restores.
+func (restoreTrigger) WaitsOn() string { return WaitsOnNodeMaintenance }
+
 // New builds the configured plugin. It refuses a key or value the API
 // server would refuse on the node (the one patch that carries every
 // profile's writes would fail for all of them), and a key in pitstop's own
