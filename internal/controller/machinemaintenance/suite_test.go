@@ -245,19 +245,21 @@ func (c *cluster) run(m *machinev1beta1.Machine) string {
 	n := c.node(m.Name, providerID, func(n *corev1.Node) {
 		n.Annotations = map[string]string{"machine.openshift.io/machine": c.ns + "/" + m.Name}
 	})
+	// A Machine deleted meanwhile (its set scaled down while it waited
+	// to run) is not run, as a Machine controller would leave it.
 	testutil.Eventually(c.t, timeout, interval, func() error {
 		if err := env.Client.Get(c.t.Context(), client.ObjectKeyFromObject(m), m); err != nil {
-			return err
+			return client.IgnoreNotFound(err)
 		}
 		base := m.DeepCopy()
 		m.Spec.ProviderID = ptr.To(providerID)
 		if err := env.Client.Patch(c.t.Context(), m, client.MergeFrom(base)); err != nil {
-			return err
+			return client.IgnoreNotFound(err)
 		}
 		base = m.DeepCopy()
 		m.Status.Phase = ptr.To(machinev1beta1.PhaseRunning)
 		m.Status.NodeRef = &corev1.ObjectReference{Kind: "Node", Name: n.Name}
-		return env.Client.Status().Patch(c.t.Context(), m, client.MergeFrom(base))
+		return client.IgnoreNotFound(env.Client.Status().Patch(c.t.Context(), m, client.MergeFrom(base)))
 	})
 	return id
 }
