@@ -166,6 +166,41 @@ func (a *Admission) Admit(ctx context.Context, req Request) (Verdict, error) {
 	return Verdict{Admitted: true}, nil
 }
 
+// Expects says, for each budget check of the transitions from state into
+// maintenance, whether the node would be let in on it now: it holds a slot,
+// or a slot is free on this replica's count that the nodes ahead of it in
+// line (those that entered state before since) do not take. It takes
+// nothing and writes nothing. The engine records it as the check's result
+// when the node enters state, in the write of the move, so that a node
+// that will wait is recorded waiting at once rather than passing on the
+// cached count until its first refusal writes the node a second time.
+func (a *Admission) Expects(ctx context.Context, p Profile, node *corev1.Node, state pitstopv1alpha1.MaintenanceState, since, now time.Time) map[string]bool {
+	if state == pitstopv1alpha1.StateInMaintenance || a.slots == nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, t := range p.Transitions[state] {
+		if t.Next != pitstopv1alpha1.StateInMaintenance {
+			continue
+		}
+		for _, name := range t.Expression.Names() {
+			b, ok := BudgetOf(p, name, node)
+			if !ok {
+				continue
+			}
+			if _, seen := out[name]; seen {
+				continue
+			}
+			free, holding := a.slots.Free(ctx, b.Key, b.Size, node.Name, b.expired(a.slots, now))
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[name] = holding || free > a.waiters.ahead(b.WakeKey(), node.Name, since)
+		}
+	}
+	return out
+}
+
 // confirm renews the maxMaintenance slot node holds as it goes in on it,
 // so that the sweep's grace counts from now, not from when the slot was
 // taken or handed to it. A slot handed to the next node in line may wait

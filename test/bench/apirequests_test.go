@@ -33,19 +33,46 @@ func readAPIRequests(ctx context.Context, cs kubernetes.Interface) (apiRequests,
 		return nil, fmt.Errorf("parsing the API server's metrics: %w", err)
 	}
 	out := apiRequests{}
-	family := families["apiserver_request_total"]
-	if family == nil {
-		return out, nil
-	}
-	for _, m := range family.GetMetric() {
+	for _, m := range families["apiserver_request_total"].GetMetric() {
 		l := labelsOf(m)
-		key := l["verb"] + " " + l["resource"]
-		if l["subresource"] != "" {
-			key += "/" + l["subresource"]
-		}
-		out[key+" "+l["code"]] += m.GetCounter().GetValue()
+		out[requestKey(l)+" "+l["code"]] += m.GetCounter().GetValue()
+	}
+	// The time the API server took to answer, whatever the code: its
+	// sum and count, under keys no request key has.
+	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
+		key := requestKey(labelsOf(m))
+		out[secondsKey+key] += m.GetHistogram().GetSampleSum()
+		out[countKey+key] += float64(m.GetHistogram().GetSampleCount())
 	}
 	return out, nil
+}
+
+// secondsKey and countKey prefix the sum and the count of the API
+// server's answering times of a request key without its code.
+const secondsKey, countKey = "seconds: ", "count: "
+
+// requestKey names a request by verb and resource ("PATCH nodes", "POST
+// pods/eviction").
+func requestKey(l map[string]string) string {
+	key := l["verb"] + " " + l["resource"]
+	if l["subresource"] != "" {
+		key += "/" + l["subresource"]
+	}
+	return key
+}
+
+// latencies gives the API server's mean time to answer each of keys (a
+// verb and a resource: "PATCH nodes") since before: "PATCH nodes 41 ms, …".
+func (after apiRequests) latencies(before apiRequests, keys ...string) string {
+	parts := make([]string, 0, len(keys))
+	for _, key := range keys {
+		n := after.since(before, countKey+key)
+		if n == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f ms", key, 1000*after.since(before, secondsKey+key)/n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func labelsOf(m *dto.Metric) map[string]string {

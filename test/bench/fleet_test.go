@@ -132,6 +132,9 @@ type fleetResult struct {
 	// apiRequests are the API server's answers per node maintained to what
 	// pitstop does, by verb, resource and code.
 	apiRequests string
+	// apiLatency is the API server's mean time to answer the requests
+	// pitstop's steps wait on, during the maintenance (every client's).
+	apiLatency string
 	// evictions are the evictions the API server accepted; toEvict the
 	// pods the drains had to evict (their NodeMaintenances' evictionPods,
 	// counted when each drain started). A pod evicted from one node comes
@@ -281,6 +284,7 @@ func runFleet(b *testing.B, binary string, nodes int) {
 		b.Logf("nodes=%d: %s", nodes, p)
 	}
 	b.Logf("nodes=%d: the API server's answers per node to what pitstop does: %s", nodes, res.apiRequests)
+	b.Logf("nodes=%d: the API server's mean time to answer, during the maintenance (every client's requests): %s", nodes, res.apiLatency)
 	if res.toEvict > 0 {
 		b.Logf("nodes=%d: %.0f evictions accepted for %d pods the drains had to evict: %.3f a pod", nodes, res.evictions, res.toEvict, res.evictions/float64(res.toEvict))
 	}
@@ -567,6 +571,8 @@ func maintainFleet(ctx context.Context, cl client.WithWatch, cs kubernetes.Inter
 		return res, err
 	}
 	res.apiRequests = answered.perNode(answeredBefore, nodes)
+	res.apiLatency = answered.latencies(answeredBefore, "PATCH nodes", "POST pods/eviction", "POST nodemaintenances",
+		"PATCH nodemaintenances/status", "POST leases", "POST events")
 	res.evictions = answered.since(answeredBefore, "POST pods/eviction 201")
 	for _, n := range toEvict {
 		res.toEvict += int(n)

@@ -76,6 +76,13 @@ type pass struct {
 	told []func()
 }
 
+// waitedSince keeps the earliest time the node has waited since.
+func (p *pass) waitedSince(t time.Time) {
+	if p.waitingSince.IsZero() || t.Before(p.waitingSince) {
+		p.waitingSince = t
+	}
+}
+
 // later runs f once the node is written.
 func (p *pass) later(f func()) { p.told = append(p.told, f) }
 
@@ -165,6 +172,13 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 	pr := p.record.Profiles[name]
 	if pr.Current != before {
 		p.moved = true
+		if len(s.wait.inLine) > 0 {
+			// It stands in line for the new state's budgets from the
+			// move on (step).
+			p.waitKeys = append(p.waitKeys, admission.WakeKeys(c.Admission(), p.want, pr.Current)...)
+			p.inLine = append(p.inLine, s.wait.inLine...)
+			p.waitedSince(pr.Since.Time)
+		}
 		p.again(after)
 		return nil
 	}
@@ -178,9 +192,7 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 		if keys := admission.WakeKeys(c.Admission(), p.node, before); len(keys) > 0 {
 			p.waitKeys = append(p.waitKeys, keys...)
 			p.inLine = append(p.inLine, s.wait.inLine...)
-			if p.waitingSince.IsZero() || pr.Since.Time.Before(p.waitingSince) {
-				p.waitingSince = pr.Since.Time
-			}
+			p.waitedSince(pr.Since.Time)
 			for key, at := range s.wait.expire {
 				if p.expire == nil {
 					p.expire = map[string]time.Time{}

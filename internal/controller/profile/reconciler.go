@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -285,7 +286,23 @@ func (r *Reconciler) step(ctx context.Context, p *pass, c *fleet.Compiled) (step
 		// see it. A state with enter triggers evaluates its checks once
 		// they are done.
 		entered, _ := fleet.Evaluate(ctx, c, want, *record, view, now)
-		record.SetChecks(name, fleet.PassedChecks(entered))
+		passed := fleet.PassedChecks(entered)
+		// A budget check passes on the cached count of nodes in
+		// maintenance, but the node is let in only on a slot: recorded as
+		// passing, a node that must wait would be written again at its
+		// first refusal. It is recorded as admission expects it to go,
+		// and the node stands in line from its move on, so that the nodes
+		// that enter the state after it expect to wait behind it.
+		expects := r.admission.Expects(ctx, c.Admission(), want, t.Next, now, now)
+		withoutSlots := maps.Clone(passed)
+		for check, expected := range expects {
+			if ok, evaluated := passed[check]; evaluated {
+				passed[check] = ok && expected
+				withoutSlots[check] = false
+			}
+		}
+		wait.inLine = admission.LineKeys(c.Admission(), want, t.Next, withoutSlots)
+		record.SetChecks(name, passed)
 	}
 	// Told only once the move is written: a write that loses a conflict
 	// is retried, and the move must be reported once.
