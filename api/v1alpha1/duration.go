@@ -109,5 +109,9 @@ func (s *MaintenanceProfileSpec) DurationErrors() field.ErrorList {
 			errs = st.Period.check(path.Child("slackThread", "period"), errs)
 		}
 	}
+	errs = s.Recheck.check(spec.Child("recheck"), errs)
+	if r := s.Recheck; r != nil && r.Invalid == nil && r.Duration < time.Second {
+		errs = append(errs, field.Invalid(spec.Child("recheck"), r.Duration.String(), "must be at least 1s"))
+	}
 	return errs
 }

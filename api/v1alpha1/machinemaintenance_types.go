@@ -97,8 +97,11 @@ const (
 	ActionReboot MachineActionType = "Reboot"
 )
 
-// ActionStep is where an action stands. A restart resumes from it.
-// +kubebuilder:validation:Enum=Requested;ScalingUp;WaitingForReplacement;DeletingMachine;UndoingSurge;Draining;Rebooting;WaitingForNode;Restoring;Done;Failed
+// ActionStep is where an action stands. A restart resumes from it. A
+// reboot's drain and restore are the profile's drain and restore
+// triggers, around the action (their NodeMaintenance says how they stand),
+// not steps of it.
+// +kubebuilder:validation:Enum=Requested;ScalingUp;WaitingForReplacement;DeletingMachine;UndoingSurge;Rebooting;WaitingForNode;Done;Failed
 type ActionStep string
 
 const (
@@ -106,10 +109,8 @@ const (
 	StepScalingUp             ActionStep = "ScalingUp"
 	StepWaitingForReplacement ActionStep = "WaitingForReplacement"
 	StepDeletingMachine       ActionStep = "DeletingMachine"
-	StepDraining              ActionStep = "Draining"
 	StepRebooting             ActionStep = "Rebooting"
 	StepWaitingForNode        ActionStep = "WaitingForNode"
-	StepRestoring             ActionStep = "Restoring"
 	StepDone                  ActionStep = "Done"
 	StepFailed                ActionStep = "Failed"
 

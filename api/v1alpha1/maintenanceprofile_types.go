@@ -794,6 +794,19 @@ type MaintenanceProfileSpec struct {
 	Notifications []NotificationInstance `json:"notifications,omitempty"`
 	// +optional
 	States StatesSpec `json:"states,omitempty"`
+	// Recheck is how soon a node is evaluated again while a check of its
+	// state's transitions asks a service outside the cluster, whose answer
+	// can change with nothing in the cluster to say so: prometheusInstant,
+	// checkHypervisor, hypervisorCondition and kubernikusCount. Unset, each
+	// asks again after its own time: prometheusInstant every 30 s, the
+	// hypervisor checks 30 s and kubernikusCount 1 min after a failure.
+	// The maintenance-controller's intervals.requeue.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	// +optional
+	Recheck *Duration `json:"recheck,omitempty"`
 }
 
 // MaintenanceProfileStatus reports the profile's nodes.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/admission"
@@ -27,6 +28,14 @@ type Compiled struct {
 	// AtRisk are the notifications sent when a scheduled event of a
 	// selected node is found at risk (schedule deadlineAtRisk).
 	AtRisk []*notify.Notification
+}
+
+// Recheck is the profile's spec.recheck; zero when unset.
+func (c *Compiled) Recheck() time.Duration {
+	if r := c.Spec.Spec.Recheck; r != nil {
+		return r.Duration
+	}
+	return 0
 }
 
 // admission is what admission reads of the profile.

@@ -249,7 +249,7 @@ func Evaluate(ctx context.Context, c *Compiled, node *corev1.Node, record engine
 				continue
 			}
 			start := time.Now()
-			res, err := c.Checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view})
+			res, err := c.Checks[n].Evaluate(ctx, check.Context{Node: node, Profile: name, State: pr.Current, Since: pr.Since.Time, Now: now, Cluster: view, Recheck: c.Recheck()})
 			checkDuration.WithLabelValues(c.Plugins[n]).Observe(time.Since(start).Seconds())
 			if err != nil {
 				in.Errors[n] = err

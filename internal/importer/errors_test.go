@@ -102,6 +102,16 @@ func TestImportRefuses(t *testing.T) {
 			want: `maintenance.yaml:2: the file: unknown field "profile" (known: intervals, dashboard, instances, profiles)`,
 		},
 		{
+			name: "a requeue that is not a duration",
+			data: seedFile("intervals: {requeue: often}", "profiles: []"),
+			want: `maintenance.yaml:1: intervals.requeue: "often" is not a duration such as 30s or 5m`,
+		},
+		{
+			name: "an unknown interval",
+			data: seedFile("intervals: {requeue: 1m, check: 5m}", "profiles: []"),
+			want: `maintenance.yaml:1: intervals: unknown field "check" (known: requeue, notify)`,
+		},
+		{
 			name: "an unknown field in a plugin config, which the seed would ignore",
 			data: oneCheck("hasLabel", "key: x", "vaule: y"),
 			want: `maintenance.yaml:7: check instance "c": config: unknown field "vaule" (known: key, value)`,

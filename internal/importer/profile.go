@@ -95,6 +95,9 @@ func (c *converter) profile(p *profileDef, s *seedConfig) (pitstopv1alpha1.Maint
 		}}
 		c.notef(p.nameNode, "profile \"default\" selects the nodes without the label %s, as the seed gives them this profile", pitstopv1alpha1.LabelSeedProfile)
 	}
+	if s.recheck != nil {
+		mp.Spec.Recheck = &pitstopv1alpha1.Duration{Duration: s.recheck.Duration}
+	}
 	refs := profileRefs{checks: map[string]*checkDef{}, triggers: map[string]*triggerDef{}, notifies: map[string]*notifyDef{}}
 	for i, st := range engine.States {
 		spec := st.Spec(&mp.Spec.States)

@@ -353,3 +353,47 @@ func TestTheDefaultProfileSelectsNodesWithoutAProfileLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestRequeueBecomesEachProfilesRecheck: the seed's intervals.requeue is
+// each profile's spec.recheck, at least 1s: the README's 200ms becomes 1s,
+// with a note saying so.
+func TestRequeueBecomesEachProfilesRecheck(t *testing.T) {
+	for _, tc := range []struct {
+		requeue string
+		want    time.Duration
+		note    string
+	}{
+		{"90s", 90 * time.Second, "intervals.requeue becomes each profile's spec.recheck"},
+		{"200ms", time.Second, "intervals.requeue 200ms becomes each profile's spec.recheck 1s, the least it may be"},
+	} {
+		t.Run(tc.requeue, func(t *testing.T) {
+			data := seedFile(
+				"intervals: {requeue: "+tc.requeue+"}",
+				"profiles:",
+				"- name: p",
+				"- name: q",
+			)
+			r, err := Import(data, Options{})
+			if err != nil {
+				t.Fatalf("Import: %v", err)
+			}
+			if len(r.Profiles) != 2 {
+				t.Fatalf("%d profiles, want 2", len(r.Profiles))
+			}
+			for i := range r.Profiles {
+				p := &r.Profiles[i]
+				if p.Spec.Recheck == nil || p.Spec.Recheck.Duration != tc.want {
+					t.Errorf("profile %s: spec.recheck %v, want %s", p.Name, p.Spec.Recheck, tc.want)
+				}
+				build(t, p)
+			}
+			var notes []string
+			for _, n := range r.Notes {
+				notes = append(notes, n.Message)
+			}
+			if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, tc.note) }) {
+				t.Errorf("notes %q, want one saying %q", notes, tc.note)
+			}
+		})
+	}
+}

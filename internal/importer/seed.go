@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -18,6 +19,8 @@ type seedConfig struct {
 	triggers []*triggerDef
 	notifies []*notifyDef
 	profiles []*profileDef
+	// recheck is intervals.requeue, each profile's spec.recheck.
+	recheck *pitstopv1alpha1.Duration
 }
 
 // instance is what every seed plugin instance has.
@@ -85,16 +88,53 @@ func (c *converter) parse(data []byte) *seedConfig {
 		return nil
 	}
 	top, _ := c.fields(doc.Content[0], "the file", "intervals", "dashboard", "instances", "profiles")
+	s := &seedConfig{}
 	if f, ok := top["intervals"]; ok {
-		c.notef(f.key, "intervals is ignored: pitstop does not poll; it evaluates a node again when the cluster changes or when a check's answer can next change")
+		s.recheck = c.intervals(f)
 	}
 	if f, ok := top["dashboard"]; ok {
 		c.dashboard(f)
 	}
-	s := &seedConfig{}
 	c.parseInstances(top["instances"].value, s)
 	c.parseProfiles(top["profiles"], s)
 	return s
+}
+
+// minRecheck is the least spec.recheck a profile may set.
+const minRecheck = time.Second
+
+// intervals reads the seed's intervals. requeue, how often the seed
+// evaluates every node, becomes each profile's spec.recheck: pitstop
+// evaluates a node again whenever the cluster changes and when a check's
+// answer can next change, and asks the checks whose answer comes from
+// outside the cluster (prometheusInstant, the hypervisor checks,
+// kubernikusCount) again after spec.recheck; at least 1s.
+func (c *converter) intervals(f field) *pitstopv1alpha1.Duration {
+	c.expand(f.value)
+	fields, _ := c.fields(f.value, "intervals", "requeue", "notify")
+	if n, ok := fields["notify"]; ok {
+		c.notef(n.key, "intervals.notify is not imported: each notification's schedule says when it is sent again")
+	}
+	rq, ok := fields["requeue"]
+	if !ok {
+		return nil
+	}
+	s, ok := c.text(rq.value, "intervals.requeue")
+	if !ok || s == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		c.errorf(rq.value, "intervals.requeue: %q is not a duration such as 30s or 5m", s)
+		return nil
+	}
+	if d < minRecheck {
+		c.notef(rq.key, "intervals.requeue %s becomes each profile's spec.recheck %s, the least it may be: pitstop evaluates a node again whenever the cluster changes, and asks the checks whose answer comes from outside the cluster (prometheusInstant, checkHypervisor, hypervisorCondition, kubernikusCount) again every spec.recheck", s, minRecheck)
+		d = minRecheck
+	} else {
+		c.notef(rq.key, "intervals.requeue becomes each profile's spec.recheck: pitstop evaluates a node again whenever the cluster changes, and asks the checks whose answer comes from outside the cluster (prometheusInstant, checkHypervisor, hypervisorCondition, kubernikusCount) again every %s", d)
+	}
+	return &pitstopv1alpha1.Duration{Duration: d}
 }
 
 // dashboard reads the seed's dashboard settings: labelFilter names the node

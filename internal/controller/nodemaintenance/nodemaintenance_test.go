@@ -72,6 +72,11 @@ func TestDrainsTheNodeAndRestoresItOnDelete(t *testing.T) {
 	if n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore] != "false" {
 		t.Errorf("cordoned-before annotation = %q, want false", n.Annotations[pitstopv1alpha1.AnnotationCordonedBefore])
 	}
+	// A remediator (the Node Health Check operator and its remediators)
+	// leaves a node in maintenance alone.
+	if got := n.Labels[pitstopv1alpha1.LabelExcludeFromRemediation]; got != "true" {
+		t.Errorf("%s = %q during the maintenance, want \"true\"", pitstopv1alpha1.LabelExcludeFromRemediation, got)
+	}
 	awaitEvents(t, nm, pitstopv1alpha1.EventMaintenanceStarted, pitstopv1alpha1.EventCordoned, pitstopv1alpha1.EventDrained)
 
 	if err := env.Client.Delete(t.Context(), nm); err != nil {

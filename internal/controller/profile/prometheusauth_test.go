@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
@@ -26,7 +25,9 @@ import (
 // check, and the Prometheus, which requires the token, lets the node on. A
 // check naming a Secret not opted in fails without a query reaching
 // Prometheus, until the Secret is labelled: the next evaluation reads it,
-// with no change to the profile and no restart.
+// with no change to the profile and no restart. That evaluation comes by
+// itself, with nothing changed on the node, after the profile's
+// spec.recheck (1 s here, where each check's own time is 30 s).
 func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 	const token = "manager-prom-token-4e2b"
 	var mu sync.Mutex
@@ -65,6 +66,7 @@ func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 			BearerToken: &pitstopv1alpha1.SecretKeyRef{Name: secret, Key: "token"},
 		}})
 		p.Spec.States.Operational.Transitions[0].Check = "reboot_needed && healthy"
+		p.Spec.Recheck = &pitstopv1alpha1.Duration{Duration: time.Second}
 		return p
 	}
 	// A check's credentials go only to a URL an administrator allowed.
@@ -108,12 +110,14 @@ func TestPrometheusChecksReadTheirTokenFromOptedInSecrets(t *testing.T) {
 	if err := env.Client.Update(t.Context(), s); err != nil {
 		t.Fatal(err)
 	}
-	// Any change to the node has it evaluated again.
-	patch := []byte(`{"metadata":{"annotations":{"nudge":"1"}}}`)
-	if _, err := env.Clientset.CoreV1().Nodes().Patch(t.Context(), "prom-unlabelled-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	awaitOutOfOperational(t, "prom-unlabelled-0")
+	// The failing check is asked again after spec.recheck, with nothing
+	// changed on the node.
+	testutil.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if got := testutil.GetNode(t, env.Client, "prom-unlabelled-0").Labels[pitstopv1alpha1.LabelState]; got == "" || got == string(pitstopv1alpha1.StateOperational) {
+			return fmt.Errorf("prom-unlabelled-0 is %q, want it out of operational once its check is asked again", got)
+		}
+		return nil
+	})
 	if got := queries("vector(2)"); len(got) == 0 || got[0] != "Bearer "+token {
 		t.Errorf("once the Secret is labelled, Prometheus got %q, want the bearer token", got)
 	}

@@ -31,6 +31,19 @@ type Context struct {
 	Now time.Time
 	// Cluster is a read-only view of the rest of the cluster.
 	Cluster Cluster
+	// Recheck is how soon a check that asks a service outside the
+	// cluster wants to be evaluated again (Result.NextChange); zero: its
+	// own time. The profile's spec.recheck.
+	Recheck time.Duration
+}
+
+// recheck is when a check that asks a service outside the cluster is
+// evaluated again: after the profile's Recheck, or after own.
+func (c Context) recheck(own time.Duration) time.Time {
+	if c.Recheck > 0 {
+		return c.Now.Add(c.Recheck)
+	}
+	return c.Now.Add(own)
 }
 
 // Cluster is the read-only view of the cluster checks may use. The

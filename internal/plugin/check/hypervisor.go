@@ -51,7 +51,7 @@ func (h *checkHypervisor) Evaluate(ctx context.Context, c Context) (Result, erro
 	for _, n := range slices.Sorted(maps.Keys(h.fields)) {
 		ok, got := hypervisor.Equal(hv, n, h.fields[n])
 		if !ok {
-			return Result{Reason: fmt.Sprintf("Hypervisor %s: status.%s is %s, want %v", c.Node.Name, n, got, show(h.fields[n])), NextChange: c.Now.Add(hypervisorRecheck)}, nil
+			return Result{Reason: fmt.Sprintf("Hypervisor %s: status.%s is %s, want %v", c.Node.Name, n, got, show(h.fields[n])), NextChange: c.recheck(hypervisorRecheck)}, nil
 		}
 		parts = append(parts, fmt.Sprintf("status.%s is %s", n, got))
 	}
@@ -99,7 +99,7 @@ func (h *hypervisorCondition) Evaluate(ctx context.Context, c Context) (Result, 
 	got := hypervisor.Condition(hv, h.typ)
 	r := Result{Passed: got == h.status, Reason: fmt.Sprintf("Hypervisor %s: condition %s is %s, want %s", c.Node.Name, h.typ, got, h.status)}
 	if !r.Passed {
-		r.NextChange = c.Now.Add(hypervisorRecheck)
+		r.NextChange = c.recheck(hypervisorRecheck)
 	}
 	return r, nil
 }

@@ -72,7 +72,7 @@ func (k *kubernikusCount) Evaluate(ctx context.Context, c Context) (Result, erro
 	have := len(c.Cluster.Nodes())
 	r := Result{Passed: have >= want, Reason: fmt.Sprintf("%d nodes, Kubernikus cluster %s should have %d (%s)", have, k.cluster, want, strings.Join(parts, ", "))}
 	if !r.Passed {
-		r.NextChange = c.Now.Add(kubernikusRecheck)
+		r.NextChange = c.recheck(kubernikusRecheck)
 	}
 	return r, nil
 }

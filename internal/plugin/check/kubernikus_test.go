@@ -46,6 +46,11 @@ func TestKubernikusCountComparesTheNodesWithTheNodePools(t *testing.T) {
 	if err != nil || r.Passed || !r.NextChange.Equal(noon.Add(time.Second+kubernikusRecheck)) {
 		t.Fatalf("two nodes: %+v, %v", r, err)
 	}
+	// The profile's spec.recheck, when set, instead of the check's own.
+	r, err = c.Evaluate(t.Context(), Context{Node: two.nodeOf("n1"), Cluster: two, Now: noon.Add(time.Second), Recheck: 10 * time.Second})
+	if err != nil || r.Passed || !r.NextChange.Equal(noon.Add(11*time.Second)) {
+		t.Fatalf("two nodes, recheck 10s: %+v, %v", r, err)
+	}
 	if api.Logins() != 1 {
 		t.Fatalf("%d logins", api.Logins())
 	}

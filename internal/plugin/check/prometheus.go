@@ -100,7 +100,7 @@ const prometheusRecheck = 30 * time.Second
 // Evaluate implements Check.
 func (p *prometheusInstant) Evaluate(ctx context.Context, c Context) (Result, error) {
 	r, err := p.evaluate(ctx, c)
-	r.NextChange = c.Now.Add(prometheusRecheck)
+	r.NextChange = c.recheck(prometheusRecheck)
 	return r, err
 }
 

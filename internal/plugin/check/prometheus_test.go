@@ -76,6 +76,36 @@ func TestPrometheusInstant(t *testing.T) {
 	}
 }
 
+// TestAProfilesRecheckSetsWhenOutsideAnswersAreAskedAgain: the checks
+// whose answer comes from outside the cluster ask to be evaluated again
+// after the profile's spec.recheck, when it sets one, instead of their own
+// time: a Prometheus that answers and one that fails (kubernikusCount:
+// TestKubernikusCountComparesTheNodesWithTheNodePools).
+func TestAProfilesRecheckSetsWhenOutsideAnswersAreAskedAgain(t *testing.T) {
+	n := node("n1")
+	for _, tc := range []struct {
+		name    string
+		recheck time.Duration
+		prom    fixedPrometheus
+		want    time.Time
+	}{
+		{name: "answered, own time", prom: fixedPrometheus{value: 0}, want: noon.Add(prometheusRecheck)},
+		{name: "answered, the profile's", recheck: 5 * time.Second, prom: fixedPrometheus{value: 0}, want: noon.Add(5 * time.Second)},
+		{name: "failed, the profile's", recheck: 2 * time.Minute, prom: fixedPrometheus{err: errors.New("connection refused")}, want: noon.Add(2 * time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(promCheck("http://prometheus:9090", "up", ">=", "1"), Deps{Prometheus: tc.prom})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := c.Evaluate(context.Background(), Context{Node: &n, Now: noon, Recheck: tc.recheck})
+			if !got.NextChange.Equal(tc.want) {
+				t.Errorf("evaluated again at %s, want %s", got.NextChange, tc.want)
+			}
+		})
+	}
+}
+
 // TestPrometheusInstantExpr judges the value with a CEL expression: a
 // range, integers beside the double value, arithmetic on doubles.
 func TestPrometheusInstantExpr(t *testing.T) {
