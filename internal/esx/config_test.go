@@ -1,9 +1,13 @@
 package esx
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
@@ -84,5 +88,37 @@ func TestABadConfigurationNamesTheField(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAnEditThatDoesNotParseKeepsTheLastGoodFile: the file is read again
+// before every check; an edit that does not parse is logged and the last
+// good configuration kept, and the next good edit is taken as it is.
+func TestAnEditThatDoesNotParseKeepsTheLastGoodFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "esx.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(seedConfig)
+	var logged strings.Builder
+	c := &Controller{path: path, log: funcr.New(func(prefix, args string) { logged.WriteString(args + "\n") }, funcr.Options{})}
+	if got := c.config(); got.Intervals.Check.Period.Duration != 5*time.Minute {
+		t.Fatalf("first read: check period %s, want 5m", got.Intervals.Check.Period.Duration)
+	}
+
+	write(strings.Replace(seedConfig, "period: 5m", "period: 100ms", 1))
+	if got := c.config(); got == nil || got.Intervals.Check.Period.Duration != 5*time.Minute || got.Alarms[0] != "Host memory usage" {
+		t.Fatalf("after a bad edit: %+v, want the last good configuration", got)
+	}
+	if !strings.Contains(logged.String(), "Keeping the last good ESX configuration") || !strings.Contains(logged.String(), "intervals.check.period") {
+		t.Errorf("the bad edit was logged as %q, want the field named", logged.String())
+	}
+
+	write(strings.Replace(seedConfig, "period: 5m", "period: 2m", 1))
+	if got := c.config(); got.Intervals.Check.Period.Duration != 2*time.Minute {
+		t.Fatalf("after a good edit: check period %s, want 2m", got.Intervals.Check.Period.Duration)
 	}
 }
