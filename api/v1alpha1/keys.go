@@ -26,8 +26,15 @@ const (
 
 	// AnnotationSeedData is the maintenance-controller's record. A node
 	// pitstop has no record of yet starts from it, so a node the
-	// maintenance-controller left mid-maintenance keeps its state.
+	// maintenance-controller left mid-maintenance keeps its state; with
+	// --smc-compat pitstop writes it too, in the maintenance-controller's
+	// form, for the tools that read it.
 	AnnotationSeedData = "cloud.sap/maintenance-data"
+
+	// LabelSeedLogDetails, "true" on a node, logs each evaluation of the
+	// node: every check's result and reason, and what the node waits for
+	// (the maintenance-controller's label of the same name).
+	LabelSeedLogDetails = "cloud.sap/maintenance-log-details"
 
 	// TaintDrain marks a node that pitstop is draining, next to the standard
 	// node.kubernetes.io/unschedulable taint. Pods that tolerate the cordon

@@ -393,11 +393,33 @@ func Selector(p *pitstopv1alpha1.MaintenanceProfile) (func(*corev1.Node) bool, e
 // (cloud.sap/maintenance-data): per profile, its current and previous
 // state and when it last moved.
 type seedRecord struct {
-	Profiles map[string]struct {
-		Transition time.Time
-		Current    pitstopv1alpha1.MaintenanceState
-		Previous   pitstopv1alpha1.MaintenanceState
+	Profiles map[string]seedProfile
+}
+
+type seedProfile struct {
+	Transition time.Time
+	Current    pitstopv1alpha1.MaintenanceState
+	Previous   pitstopv1alpha1.MaintenanceState
+}
+
+// EncodeSeed writes the record as the maintenance-controller's
+// (cloud.sap/maintenance-data), for the tools that read that annotation
+// (--smc-compat): per profile, the state, since when, and the previous
+// state while the state's enter triggers still run (the
+// maintenance-controller's sign of an entry not done; the current state
+// once they are). Its notification times are left out: pitstop keeps them
+// per profile, the maintenance-controller per instance.
+func (r Record) EncodeSeed() string {
+	seed := seedRecord{Profiles: make(map[string]seedProfile, len(r.Profiles))}
+	for name, pr := range r.Profiles {
+		previous := pr.Current
+		if pr.Entering {
+			previous = pr.Previous
+		}
+		seed.Profiles[name] = seedProfile{Transition: pr.Since.Time.UTC(), Current: pr.Current, Previous: previous}
 	}
+	data, _ := json.Marshal(seed) // maps and times always marshal
+	return string(data)
 }
 
 // readSeedRecord takes over the maintenance-controller's record of a node

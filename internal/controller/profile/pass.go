@@ -159,6 +159,9 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 	}
 	before := p.record.Profiles[name].Current
 	s, err := r.step(ctx, p, c)
+	if p.node.Labels[pitstopv1alpha1.LabelSeedLogDetails] == "true" {
+		logDetails(ctx, p.node.Name, name, before, r.Decisions(p.node.Name)[name], err)
+	}
 	after := s.after
 	if err != nil {
 		after = retryAfter(p.record.Profiles[name].Failures + 1)
@@ -210,6 +213,30 @@ func (r *Reconciler) advance(ctx context.Context, p *pass, name string) error {
 	}
 	p.again(after)
 	return nil
+}
+
+// logDetails logs an evaluation of the node in profile: each transition of
+// the state it was in, each check's result and reason, and why a passing
+// transition was not taken.
+func logDetails(ctx context.Context, node, profile string, state pitstopv1alpha1.MaintenanceState, d engine.Decision, err error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("node", node, "profile", profile, "state", state)
+	if d.Entering != "" {
+		log.Info("Evaluated", "entering", d.Entering)
+	}
+	for _, t := range d.Evaluations {
+		checks := make([]string, 0, len(t.Checks))
+		for _, c := range t.Checks {
+			why := c.Reason
+			if c.Error != "" {
+				why = "error: " + c.Error
+			}
+			checks = append(checks, fmt.Sprintf("%s=%v (%s)", c.Name, c.Passed, why))
+		}
+		log.Info("Evaluated", "transition", t.Check, "next", t.Next, "passed", t.Passed, "taken", d.Take == t.Index, "blocked", t.Blocked, "checks", checks)
+	}
+	if err != nil {
+		log.Info("Evaluation failed", "error", err.Error())
+	}
 }
 
 // stepped is what a step of a profile's state machine did.

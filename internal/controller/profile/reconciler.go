@@ -122,13 +122,14 @@ func (r *Reconciler) nodeGone(ctx context.Context, name string) error {
 
 // writeRecord puts the record and the state label on the node; a node no
 // profile holds has neither. With seedState the maintenance-controller's
-// state label follows pitstop's.
+// state label and record follow pitstop's.
 func writeRecord(node *corev1.Node, record engine.Record, seedState bool) {
 	if len(record.Profiles) == 0 {
 		delete(node.Annotations, pitstopv1alpha1.AnnotationMaintenanceData)
 		delete(node.Labels, pitstopv1alpha1.LabelState)
 		if seedState {
 			delete(node.Labels, pitstopv1alpha1.LabelSeedState)
+			delete(node.Annotations, pitstopv1alpha1.AnnotationSeedData)
 		}
 		return
 	}
@@ -142,6 +143,7 @@ func writeRecord(node *corev1.Node, record engine.Record, seedState bool) {
 	node.Labels[pitstopv1alpha1.LabelState] = string(record.MostSevere())
 	if seedState {
 		node.Labels[pitstopv1alpha1.LabelSeedState] = string(record.MostSevere())
+		node.Annotations[pitstopv1alpha1.AnnotationSeedData] = record.EncodeSeed()
 	}
 }
 
