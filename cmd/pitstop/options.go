@@ -71,7 +71,8 @@ func addManagerFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.DurationVar(&o.ScheduledEventMargin, "scheduled-event-margin", o.ScheduledEventMargin, "time kept free between an action's expected end and its event's start, in the latest safe start")
 	fs.DurationVar(&o.ScheduledEventWarnBefore, "scheduled-event-warn-before", o.ScheduledEventWarnBefore, "an event no profile has taken up is DeadlineAtRisk this long before its latest safe start")
 	fs.BoolVar(&o.Medik8sCompat, "medik8s-compat", o.Medik8sCompat, "also reconcile nodemaintenance.medik8s.io/v1beta1 NodeMaintenance objects, and kubevirt.io/v1alpha3 ones when that CRD is installed (their CRDs: the chart installs them, or kubectl apply -f config/crd/medik8s/), through pitstop's own NodeMaintenance")
-	fs.BoolVar(&o.SMCCompat, "smc-compat", o.SMCCompat, "also write the node's state as the maintenance-controller's label cloud.sap/maintenance-state, for the Cluster API runtime extension and pod affinities that read it, and export the maintenance-controller's metrics (maintenance_controller_*)")
+	fs.StringVar(&o.Medik8sLeaseNamespace, "medik8s-lease-namespace", envOr("LEASE_NAMESPACE", o.Medik8sLeaseNamespace), "with --medik8s-compat: the namespace of the nodes' medik8s Leases, the one Node Health Check and Self Node Remediation use, created when missing; $LEASE_NAMESPACE, which the medik8s operator reads, sets the default")
+	fs.BoolVar(&o.SMCCompat, "smc-compat", o.SMCCompat, "also write the node's state as the maintenance-controller's label cloud.sap/maintenance-state, for the Cluster API runtime extension and pod affinities that read it, and its record as the annotation cloud.sap/maintenance-data, and export the maintenance-controller's metrics (maintenance_controller_*)")
 	fs.BoolVar(&o.ESX, "esx", o.ESX, "follow the ESX hosts under the nodes through their vCenters, as the maintenance-controller's ESX integration: label nodes cloud.sap/esx-in-maintenance and cloud.sap/esx-version, and drain, shut down and power on again the VMs of nodes labelled cloud.sap/esx-reboot-ok=true (see docs/esx.md)")
 	fs.StringVar(&o.ESXConfig, "esx-config", o.ESXConfig, "with --esx: the esx.yaml file (the maintenance-controller's format, vCenter credentials included: mount it from a Secret), read again before every check")
 	fs.BoolVar(&o.Kubernikus, "kubernikus", o.Kubernikus, "run the Kubernikus integration, as the maintenance-controller's: label nodes cloud.sap/kubelet-needs-update, and drain a node labelled cloud.sap/delete-node=true and then delete its OpenStack server so that its node pool replaces it (see docs/kubernikus.md)")
@@ -97,6 +98,15 @@ func addLeaderElectionFlags(fs *pflag.FlagSet, o *manager.Options) {
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "how long standby replicas wait before taking over a Lease that is not renewed")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "how long the leader tries to renew before giving up leadership")
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "how often leader-election clients act")
+}
+
+// envOr is the environment variable name when it is set and not empty,
+// else fallback.
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
 }
 
 // serviceAccountNamespace is where Kubernetes tells a pod its namespace.

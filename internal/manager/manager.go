@@ -126,6 +126,10 @@ type Options struct {
 	// NodeMaintenance objects through pitstop's own (their CRD must be
 	// installed), and kubevirt.io/v1alpha3 ones when their CRD is.
 	Medik8sCompat bool
+	// Medik8sLeaseNamespace (with Medik8sCompat) holds the nodes' medik8s
+	// Leases: the namespace the other medik8s components use, their
+	// LEASE_NAMESPACE.
+	Medik8sLeaseNamespace string
 
 	// SMCCompat writes the node's state as the maintenance-controller's
 	// label too (cloud.sap/maintenance-state), for the Cluster API
@@ -223,6 +227,7 @@ func DefaultOptions() Options {
 		ScheduledEventRetention:  machinemaintenance.DefaultRetention,
 		ScheduledEventMargin:     machinemaintenance.DefaultMargin,
 		ScheduledEventWarnBefore: machinemaintenance.DefaultWarnBefore,
+		Medik8sLeaseNamespace:    medik8s.LeaseNamespace,
 	}
 }
 
@@ -335,6 +340,11 @@ func (o Options) Validate() error {
 	}
 	if err := validateEvictionBounds(o.NodeMaintenance); err != nil {
 		return err
+	}
+	if o.Medik8sCompat {
+		if errs := validation.IsDNS1123Label(o.Medik8sLeaseNamespace); len(errs) > 0 {
+			return &FlagError{"medik8s-lease-namespace", o.Medik8sLeaseNamespace, "must be a namespace name: " + errs[0]}
+		}
 	}
 	if !o.LeaderElection {
 		return nil
@@ -464,7 +474,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		return nil, fmt.Errorf("setting up the MaintenanceProfile controller: %w", err)
 	}
 	if opts.Medik8sCompat {
-		if err := medik8s.Setup(mgr); err != nil {
+		if err := medik8s.Setup(mgr, medik8s.Options{LeaseNamespace: opts.Medik8sLeaseNamespace}); err != nil {
 			return nil, fmt.Errorf("setting up the medik8s NodeMaintenance controller (--medik8s-compat): %w", err)
 		}
 	}

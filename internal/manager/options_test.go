@@ -48,6 +48,10 @@ func TestOptionsAreCheckedNamingTheFlag(t *testing.T) {
 		{"a negative burst", func(o *Options) { o.NodeMaintenance.Evictions.Burst = -1 }, "eviction-burst"},
 		{"a negative settle period", func(o *Options) { o.NodeMaintenance.BudgetSettle = -time.Second }, "pdb-status-settle"},
 		{"no settle period: budgets trusted at once after a gap", func(o *Options) { o.NodeMaintenance.BudgetSettle = 0 }, ""},
+		{"medik8s Leases in a namespace of another name", func(o *Options) { o.Medik8sCompat, o.Medik8sLeaseNamespace = true, "remediation" }, ""},
+		{"medik8s Leases in no namespace", func(o *Options) { o.Medik8sCompat, o.Medik8sLeaseNamespace = true, "" }, "medik8s-lease-namespace"},
+		{"medik8s Leases in a namespace no namespace can be called", func(o *Options) { o.Medik8sCompat, o.Medik8sLeaseNamespace = true, "Medik8s_Leases" }, "medik8s-lease-namespace"},
+		{"a medik8s Lease namespace is not looked at without the compatibility", func(o *Options) { o.Medik8sLeaseNamespace = "Medik8s_Leases" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -8,13 +8,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Event reasons on a medik8s NodeMaintenance: the ones the medik8s
-// operator emits, so alerts and dashboards built on them keep working.
+// Event reasons on a medik8s NodeMaintenance, and UncordonNode on its
+// Node: the ones the medik8s operator emits, so alerts and dashboards built
+// on them keep working.
 const (
 	EventBeginMaintenance   = "BeginMaintenance"
 	EventSucceedMaintenance = "SucceedMaintenance"
 	EventFailedMaintenance  = "FailedMaintenance"
 	EventRemovedMaintenance = "RemovedMaintenance"
+	// EventUncordonNode is on the Node: its maintenance ended and it is
+	// schedulable again. pitstop's own Restored Event is on pitstop's
+	// NodeMaintenance, where the medik8s operator's users do not look.
+	EventUncordonNode = "UncordonNode"
 	// EventLeaseHeld is pitstop's: the node's medik8s Lease is held by
 	// another component, and the maintenance waits for it.
 	EventLeaseHeld = "LeaseHeld"
@@ -46,6 +51,13 @@ func (r *Reconciler) eventPhase(obj *unstructured.Unstructured, s spec, before, 
 func (r *Reconciler) eventRemoved(obj *unstructured.Unstructured, s spec) {
 	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, EventRemovedMaintenance, "Restore",
 		"maintenance of node %s ended", s.NodeName)
+}
+
+// eventUncordon reports on the node, as the medik8s operator does, that
+// the maintenance of obj ended and the node takes pods again.
+func (r *Reconciler) eventUncordon(obj *unstructured.Unstructured, node *corev1.Node) {
+	r.recorder.Eventf(node, obj, corev1.EventTypeNormal, EventUncordonNode, "Uncordon",
+		"node %s is schedulable again: the maintenance of %s ended", node.Name, r.kind.describe(obj))
 }
 
 // truncate keeps event notes under the API's 1 kB limit.

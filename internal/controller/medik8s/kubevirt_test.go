@@ -83,6 +83,9 @@ func TestTheKubevirtNodeMaintenanceOfTheREADME(t *testing.T) {
 		t.Errorf("owner references %+v: a namespaced object cannot own a cluster-scoped one (the garbage collector would delete it)", nm.OwnerReferences)
 	}
 	n := node(t, "kv-node02")
+	if refs := got.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "Node" || refs[0].Name != "kv-node02" || refs[0].UID != n.UID {
+		t.Errorf("owner references %+v, want the Node kv-node02 (UID %s), as a v1beta1 one's", refs, n.UID)
+	}
 	if !n.Spec.Unschedulable || !hasTaint(n, pitstopv1alpha1.TaintDrain) || !hasTaint(n, "medik8s.io/drain") {
 		t.Errorf("node not cordoned as medik8s does: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	}
@@ -110,6 +113,7 @@ func TestTheKubevirtNodeMaintenanceOfTheREADME(t *testing.T) {
 		t.Errorf("Lease %+v left after the maintenance ended", l)
 	}
 	awaitEventsOf(t, apiVersion, "kv-node02", medik8s.EventRemovedMaintenance)
+	awaitEventsOf(t, "v1", "kv-node02", medik8s.EventUncordonNode)
 }
 
 // TestAKubevirtNodeMaintenanceGoneWithoutItsFinalizer: when someone removes

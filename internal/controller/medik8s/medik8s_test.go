@@ -278,3 +278,60 @@ func TestSetupFailsWithoutTheCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestTheNodeOwnsItsMedik8sNodeMaintenance: as the medik8s operator does,
+// pitstop makes the Node an owner of its medik8s NodeMaintenance, neither
+// controller nor blocking the Node's deletion, so that the garbage
+// collector deletes the maintenance with the Node. (envtest runs no garbage
+// collector: this checks the reference, by the Node's UID, not the
+// collection.)
+func TestTheNodeOwnsItsMedik8sNodeMaintenance(t *testing.T) {
+	startManager(t)
+	testutil.Kubelet(t, env.Clientset)
+	create(t, testutil.Node("owned-1"))
+	create(t, medik8sNM("owned", "owned-1", ""))
+	obj := awaitPhase(t, "owned", "Succeeded", 20*time.Second)
+
+	n := node(t, "owned-1")
+	refs := obj.GetOwnerReferences()
+	if len(refs) != 1 || refs[0].APIVersion != "v1" || refs[0].Kind != "Node" || refs[0].Name != "owned-1" || refs[0].UID != n.UID ||
+		refs[0].Controller == nil || *refs[0].Controller || refs[0].BlockOwnerDeletion == nil || *refs[0].BlockOwnerDeletion {
+		t.Errorf("owner references %+v, want the Node owned-1 (UID %s), not controller, not blocking its deletion", refs, n.UID)
+	}
+}
+
+// TestTheNodeIsToldWhenItIsUncordoned: when a maintenance ends and its node
+// takes pods again, an UncordonNode Event on the Node says so, as the
+// medik8s operator's does; a node that stays cordoned, because someone
+// else had cordoned it before the maintenance, gets none.
+func TestTheNodeIsToldWhenItIsUncordoned(t *testing.T) {
+	startManager(t)
+	testutil.Kubelet(t, env.Clientset)
+	create(t, testutil.Node("uncordoned-1"), testutil.Node("kept-cordoned-1", testutil.Unschedulable()))
+	back, kept := medik8sNM("uncordoned", "uncordoned-1", ""), medik8sNM("kept-cordoned", "kept-cordoned-1", "")
+	create(t, back, kept)
+	awaitPhase(t, "uncordoned", "Succeeded", 20*time.Second)
+	awaitPhase(t, "kept-cordoned", "Succeeded", 20*time.Second)
+
+	for _, obj := range []*unstructured.Unstructured{back, kept} {
+		if err := env.Client.Delete(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+		awaitGone(t, obj, 20*time.Second)
+	}
+	if n := node(t, "uncordoned-1"); n.Spec.Unschedulable {
+		t.Fatal("node uncordoned-1 not uncordoned")
+	}
+	awaitEventsOf(t, "v1", "uncordoned-1", medik8s.EventUncordonNode)
+	// Emitted just before RemovedMaintenance (each is sent on its own):
+	// an UncordonNode for the node kept cordoned would be there within a
+	// moment of that.
+	awaitEvents(t, "kept-cordoned", medik8s.EventRemovedMaintenance)
+	time.Sleep(time.Second)
+	if n := node(t, "kept-cordoned-1"); !n.Spec.Unschedulable {
+		t.Fatal("node kept-cordoned-1, cordoned before the maintenance, was uncordoned")
+	}
+	if reasons := eventReasons(t, "v1", "kept-cordoned-1"); slices.Contains(reasons, medik8s.EventUncordonNode) {
+		t.Errorf("Events of node kept-cordoned-1 %v: UncordonNode for a node that stays cordoned", reasons)
+	}
+}

@@ -33,8 +33,10 @@ type Reconciler struct {
 	// apiReader is uncached, for the one decision that must not act on a
 	// stale view: whether pitstop's object is gone.
 	apiReader client.Reader
-	recorder  events.EventRecorder
-	clock     clock.PassiveClock
+	// leases are the nodes' medik8s Leases.
+	leases   leases
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
 }
 
 // foreignRequeue is how often a medik8s NodeMaintenance whose pitstop name
@@ -63,6 +65,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !controllerutil.ContainsFinalizer(obj, Finalizer) {
 		return r.addFinalizer(ctx, obj, s)
 	}
+	if err := r.setNodeOwner(ctx, obj, s.NodeName); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		}
+		return ctrl.Result{}, err
+	}
 
 	before, err := statusOf(obj)
 	if err != nil {
@@ -80,6 +88,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if after.Phase == phaseFailed {
 			if ferr := r.settle(ctx, obj, s); ferr != nil {
 				err = errors.Join(err, ferr)
+			} else if lostLease(after) {
+				r.announceUncordon(ctx, obj, s) // the node was restored before the object failed
 			}
 		}
 	}
@@ -101,6 +111,13 @@ func settled(obj *unstructured.Unstructured, st status) bool {
 	return st.Phase == phaseFailed && obj.GetAnnotations()[annotationFailedGeneration] == strconv.FormatInt(obj.GetGeneration(), 10)
 }
 
+// retried says obj failed in an earlier generation and its spec has
+// changed since: a new try, which counts its own errors on the Lease.
+func retried(obj *unstructured.Unstructured, st status) bool {
+	g, ok := obj.GetAnnotations()[annotationFailedGeneration]
+	return st.Phase == phaseFailed && ok && g != strconv.FormatInt(obj.GetGeneration(), 10)
+}
+
 // settle makes a failure final: pitstop's NodeMaintenance goes (its
 // finalizer restores anything done to the node), the node's Lease is given
 // up, and the failed generation is recorded.
@@ -116,8 +133,8 @@ func (r *Reconciler) settle(ctx context.Context, obj *unstructured.Unstructured,
 		}
 	}
 	if s.NodeName != "" {
-		if err := invalidateLease(ctx, r.apiReader, r.client, s.NodeName); err != nil {
-			return err
+		if err := r.leases.invalidate(ctx, s.NodeName); err != nil {
+			return fmt.Errorf("giving up the Lease %s: %w", r.leases.describe(s.NodeName), err)
 		}
 	}
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, annotationFailedGeneration, strconv.FormatInt(obj.GetGeneration(), 10))
@@ -143,44 +160,66 @@ func (r *Reconciler) addFinalizer(ctx context.Context, obj *unstructured.Unstruc
 // medik8s component holds (a remediation under way) does not start: its
 // status says what it waits for, and it is looked at again until the Lease
 // is free. Once started, the Lease is renewed every leaseRenewEvery.
+//
+// Failed attempts at the Lease are counted in errorOnLeaseCount
+// (leaseErrors); past maxLeaseErrors the maintenance fails
+// (failOnLostLease).
 func (r *Reconciler) reconcileLeaseAndMaintenance(ctx context.Context, obj *unstructured.Unstructured, s spec, prev status) (status, ctrl.Result, error) {
+	if retried(obj, prev) || prev.ErrorOnLeaseCount < 0 {
+		prev.ErrorOnLeaseCount = 0
+	}
 	node := &corev1.Node{}
 	switch err := r.client.Get(ctx, types.NamespacedName{Name: s.NodeName}, node); {
 	case apierrors.IsNotFound(err):
-		return r.reconcileMaintenance(ctx, obj, s, prev) // refused there, naming the node
+		after, result, err := r.reconcileMaintenance(ctx, obj, s, prev) // refused there, naming the node
+		after.ErrorOnLeaseCount = prev.ErrorOnLeaseCount
+		return after, result, err
 	case err != nil:
 		return erred(prev, err), ctrl.Result{}, err
 	}
-	err := requestLease(ctx, r.apiReader, r.client, node, r.clock.Now())
+	if lostLease(prev) {
+		return r.failOnLostLease(ctx, obj, s, prev)
+	}
+	err := r.leases.request(ctx, node, r.clock.Now())
 	var held *heldError
+	isHeld := errors.As(err, &held)
+	started := isHeld && r.started(ctx, obj)
+	prev.ErrorOnLeaseCount = leaseErrors(prev.ErrorOnLeaseCount, err, started)
 	switch {
-	case errors.As(err, &held):
-		started := r.client.Get(ctx, types.NamespacedName{Name: r.kind.maintenanceName(client.ObjectKeyFromObject(obj))}, &pitstopv1alpha1.NodeMaintenance{}) == nil
-		if !started {
-			msg := fmt.Sprintf("waiting for %s (another medik8s component acts on node %s); the maintenance starts once it is released or expires", held, s.NodeName)
-			if prev.LastError != msg {
-				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventLeaseHeld, "Wait", "%s", msg)
-			}
-			w := prev
-			if w.Phase == "" || w.Phase == phaseFailed {
-				w.Phase = phaseRunning
-			}
-			w.LastError = msg
-			return w, ctrl.Result{RequeueAfter: leaseHeldRetry}, nil
+	case isHeld && !started:
+		msg := fmt.Sprintf("waiting for %s (another medik8s component acts on node %s); the maintenance starts once it is released or expires", held, s.NodeName)
+		if prev.LastError != msg {
+			r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventLeaseHeld, "Wait", "%s", msg)
 		}
-		// Under way already: it goes on, and says the Lease was taken.
+		w := prev
+		if w.Phase == "" || w.Phase == phaseFailed {
+			w.Phase = phaseRunning
+		}
+		w.LastError = msg
+		return w, ctrl.Result{RequeueAfter: leaseHeldRetry}, nil
+	case isHeld:
+		// Under way already: it goes on for now, and says the Lease was
+		// taken.
 		after, result, err := r.reconcileMaintenance(ctx, obj, s, prev)
-		after.LastError = fmt.Sprintf("the maintenance goes on, but %s", held)
+		after.ErrorOnLeaseCount = prev.ErrorOnLeaseCount
+		after.LastError = fmt.Sprintf("the maintenance goes on, but %s (failed attempt %d at the Lease; the maintenance fails after %d)", held, prev.ErrorOnLeaseCount, maxLeaseErrors+1)
 		return after, shortestResult(result, ctrl.Result{RequeueAfter: leaseHeldRetry}), err
 	case err != nil:
-		err = fmt.Errorf("taking the Lease %s/%s: %w", LeaseNamespace, leaseName(s.NodeName), err)
+		err = fmt.Errorf("taking the Lease %s: %w", r.leases.describe(s.NodeName), err)
 		return erred(prev, err), ctrl.Result{}, err
 	}
 	after, result, err := r.reconcileMaintenance(ctx, obj, s, prev)
+	after.ErrorOnLeaseCount = 0 // a Lease held resets the count
 	if after.Phase == phaseFailed {
 		return after, result, err // settled by the caller
 	}
 	return after, shortestResult(result, ctrl.Result{RequeueAfter: leaseRenewEvery}), err
+}
+
+// started says pitstop's NodeMaintenance for obj exists.
+func (r *Reconciler) started(ctx context.Context, obj *unstructured.Unstructured) bool {
+	name := r.kind.maintenanceName(client.ObjectKeyFromObject(obj))
+	return r.client.Get(ctx, types.NamespacedName{Name: name}, &pitstopv1alpha1.NodeMaintenance{}) == nil
 }
 
 // shortestResult is the sooner of two results' requeues.
@@ -282,8 +321,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj *unstructured.Unst
 		return ctrl.Result{RequeueAfter: awaitRequeue}, nil // its deletion wakes us sooner
 	}
 	// The node is restored: the Lease goes.
-	if err := invalidateLease(ctx, r.apiReader, r.client, s.NodeName); err != nil {
-		return ctrl.Result{}, fmt.Errorf("giving up the Lease %s/%s: %w", LeaseNamespace, leaseName(s.NodeName), err)
+	if err := r.leases.invalidate(ctx, s.NodeName); err != nil {
+		return ctrl.Result{}, fmt.Errorf("giving up the Lease %s: %w", r.leases.describe(s.NodeName), err)
 	}
 	controllerutil.RemoveFinalizer(obj, Finalizer)
 	if err := r.client.Update(ctx, obj); err != nil {
@@ -295,8 +334,31 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, obj *unstructured.Unst
 		}
 		return ctrl.Result{}, fmt.Errorf("removing finalizer %s from %s: %w", Finalizer, r.kind.describe(obj), err)
 	}
+	if st, err := statusOf(obj); err != nil || !settled(obj, st) {
+		r.announceUncordon(ctx, obj, s) // a settled failure restored the node, and said so, then
+	}
 	r.eventRemoved(obj, s)
 	return ctrl.Result{}, nil
+}
+
+// announceUncordon emits UncordonNode on obj's node once its maintenance
+// has ended, when the node is schedulable: a node someone else had
+// cordoned before the maintenance stays cordoned, and a missing one gets
+// no Event. The node is read from the API server, since the cache may not
+// have seen its restore yet. The Event is a report, not a step: when the
+// node cannot be read, there is none.
+func (r *Reconciler) announceUncordon(ctx context.Context, obj *unstructured.Unstructured, s spec) {
+	if s.NodeName == "" {
+		return
+	}
+	node := &corev1.Node{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: s.NodeName}, node); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("not reporting the node uncordoned: it cannot be read", "node", s.NodeName, "error", err.Error())
+		return
+	}
+	if !node.Spec.Unschedulable {
+		r.eventUncordon(obj, node)
+	}
 }
 
 // deleteOrphan deletes pitstop's NodeMaintenance for an object of the

@@ -41,11 +41,22 @@ const (
 // opt-in and must not start half-working.
 var ErrCRDNotInstalled = errors.New("CRD " + CRDName + " is not installed")
 
+// Options configure the medik8s compatibility.
+type Options struct {
+	// LeaseNamespace holds the nodes' medik8s Leases: the namespace the
+	// other medik8s components (Node Health Check, Self Node Remediation)
+	// use, their LEASE_NAMESPACE. Empty: LeaseNamespace.
+	LeaseNamespace string
+}
+
 // Setup registers a controller per kind with the manager. It fails with
 // ErrCRDNotInstalled when the medik8s CRD is missing; the kubevirt.io one
 // is reconciled when the API server serves it, and otherwise said in the
 // log.
-func Setup(mgr ctrl.Manager) error {
+func Setup(mgr ctrl.Manager, opts Options) error {
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = LeaseNamespace
+	}
 	for _, k := range kinds {
 		switch err := requireCRD(mgr.GetRESTMapper(), k); {
 		case errors.Is(err, ErrCRDNotInstalled) && k != medik8sKind:
@@ -54,18 +65,19 @@ func Setup(mgr ctrl.Manager) error {
 		case err != nil:
 			return err
 		}
-		if err := setupKind(mgr, k); err != nil {
+		if err := setupKind(mgr, k, opts); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func setupKind(mgr ctrl.Manager, k kind) error {
+func setupKind(mgr ctrl.Manager, k kind, opts Options) error {
 	r := &Reconciler{
 		kind:      k,
 		client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
+		leases:    leases{namespace: opts.LeaseNamespace, reader: mgr.GetAPIReader(), client: mgr.GetClient()},
 		recorder:  mgr.GetEventRecorder("pitstop-" + k.controllerName),
 		clock:     clock.RealClock{},
 	}

@@ -34,18 +34,20 @@ type podReference struct {
 }
 
 // status is medik8s' NodeMaintenanceStatus with its JSON spelling
-// (totalpods is lower-case upstream). errorOnLeaseCount is left out on
-// purpose: pitstop holds no lease, so a count left by the medik8s operator is
-// dropped at the first write.
+// (totalpods is lower-case upstream). errorOnLeaseCount counts the failed
+// attempts in a row at the node's medik8s Lease, which pitstop holds as the
+// medik8s operator does (lease.go); a count that operator left is taken
+// over.
 type status struct {
-	Phase           string         `json:"phase,omitempty"`
-	DrainProgress   int64          `json:"drainProgress,omitempty"`
-	LastUpdate      *metav1.Time   `json:"lastUpdate,omitempty"`
-	LastError       string         `json:"lastError,omitempty"`
-	PendingPods     []string       `json:"pendingPods,omitempty"`
-	PendingPodsRefs []podReference `json:"pendingPodsRefs,omitempty"`
-	TotalPods       int64          `json:"totalpods,omitempty"`
-	EvictionPods    int64          `json:"evictionPods,omitempty"`
+	Phase             string         `json:"phase,omitempty"`
+	DrainProgress     int64          `json:"drainProgress,omitempty"`
+	LastUpdate        *metav1.Time   `json:"lastUpdate,omitempty"`
+	LastError         string         `json:"lastError,omitempty"`
+	PendingPods       []string       `json:"pendingPods,omitempty"`
+	PendingPodsRefs   []podReference `json:"pendingPodsRefs,omitempty"`
+	TotalPods         int64          `json:"totalpods,omitempty"`
+	EvictionPods      int64          `json:"evictionPods,omitempty"`
+	ErrorOnLeaseCount int64          `json:"errorOnLeaseCount,omitempty"`
 }
 
 func statusOf(obj *unstructured.Unstructured) (status, error) {
@@ -77,7 +79,8 @@ func setStatus(obj *unstructured.Unstructured, s status) error {
 // phase, progress and counts mean what medik8s' do (counts are taken when
 // the drain starts, progress is the share of evictionPods gone); pending
 // pods are listed both by name (pendingPods) and by reference
-// (pendingPodsRefs). lastUpdate is left to stamp.
+// (pendingPodsRefs). lastUpdate is left to stamp, and errorOnLeaseCount to
+// the Lease (reconcileLeaseAndMaintenance).
 func mirror(nm *pitstopv1alpha1.NodeMaintenance) status {
 	s := status{
 		Phase:         string(nm.Status.Phase),

@@ -126,6 +126,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	want := status{
 		Phase: phaseRunning, DrainProgress: 50, LastUpdate: &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
 		PendingPods: []string{"web-0"}, PendingPodsRefs: []podReference{{Namespace: "a", Name: "web-0"}}, TotalPods: 3, EvictionPods: 2,
+		ErrorOnLeaseCount: 2,
 	}
 	if err := setStatus(obj, want); err != nil {
 		t.Fatal(err)
@@ -133,6 +134,10 @@ func TestStatusRoundTrip(t *testing.T) {
 	// medik8s spells the total in lower case.
 	if n, found, _ := unstructured.NestedInt64(obj.Object, "status", "totalpods"); !found || n != 3 {
 		t.Errorf("status.totalpods = %d (found %v), want 3", n, found)
+	}
+	// The medik8s operator's count of failed attempts at the Lease.
+	if n, found, _ := unstructured.NestedInt64(obj.Object, "status", "errorOnLeaseCount"); !found || n != 2 {
+		t.Errorf("status.errorOnLeaseCount = %d (found %v), want 2", n, found)
 	}
 	got, err := statusOf(obj)
 	if err != nil {

@@ -189,3 +189,20 @@ func awaitEventsOf(t *testing.T, apiVersion, name string, want ...string) {
 		return nil
 	})
 }
+
+// eventReasons are the reasons of the Events about the object of
+// apiVersion called name, as the API server has them now.
+func eventReasons(t *testing.T, apiVersion, name string) []string {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := env.Client.List(t.Context(), list); err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range list.Items {
+		if e.Regarding.APIVersion == apiVersion && e.Regarding.Name == name {
+			reasons = append(reasons, e.Reason)
+		}
+	}
+	return reasons
+}
