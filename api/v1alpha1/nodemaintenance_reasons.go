@@ -72,4 +72,8 @@ const (
 	EventRestored           = "Restored"
 	EventLeftCordoned       = "LeftCordoned"
 	EventNodeNotFound       = "NodeNotFound"
+	// EventPodEvicted and EventPodDeleted name one pod a drain evicted or
+	// deleted (the related object).
+	EventPodEvicted = "PodEvicted"
+	EventPodDeleted = "PodDeleted"
 )

@@ -71,6 +71,7 @@ func (r *Reconciler) reconcileDrain(ctx context.Context, s *snapshot) (time.Dura
 	// The answers to what earlier reconciles handed the eviction queue.
 	answers, _ := r.queue.Take(nm.Name)
 	if len(answers.Pods) > 0 {
+		r.eventPods(nm, answers)
 		r.gate.noticeUnreachable(answers)
 		recordResults(answers)
 		pdbs, err := r.refusingPDBs(ctx, answers)

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/drain"
 )
 
 // Events pair with condition changes; each is emitted on the transition,
@@ -40,6 +41,29 @@ func (r *Reconciler) eventEvictionHeld(nm *pitstopv1alpha1.NodeMaintenance, msg 
 func (r *Reconciler) eventDrained(nm *pitstopv1alpha1.NodeMaintenance, took time.Duration) {
 	r.recorder.Eventf(nm, nil, corev1.EventTypeNormal, pitstopv1alpha1.EventDrained, "Drain",
 		"node %s drained in %s", nm.Spec.NodeName, took.Round(time.Millisecond))
+}
+
+// eventPods names each pod the drain evicted or deleted, as the
+// maintenance-controller and the medik8s operator report each pod, on the
+// NodeMaintenance with the pod as the related object. They are paced over
+// every drain (Options.PodEventRate, PodEventBurst), so that a fleet's
+// drains do not flood the API server with Events; a pod past the pace gets
+// none (the status and the Drained Event still count every pod).
+func (r *Reconciler) eventPods(nm *pitstopv1alpha1.NodeMaintenance, answers drain.Result) {
+	for _, res := range answers.Pods {
+		reason, done := pitstopv1alpha1.EventPodEvicted, "evicted"
+		switch res.Outcome {
+		case drain.Evicted:
+		case drain.Deleted:
+			reason, done = pitstopv1alpha1.EventPodDeleted, "deleted"
+		default:
+			continue
+		}
+		if !r.podEvents.TryAccept() {
+			continue
+		}
+		r.recorder.Eventf(nm, res.Pod, corev1.EventTypeNormal, reason, "Drain", "pod %s/%s %s from node %s", res.Pod.Namespace, res.Pod.Name, done, nm.Spec.NodeName)
+	}
 }
 
 func (r *Reconciler) eventDrainFailed(nm *pitstopv1alpha1.NodeMaintenance, msg string) {

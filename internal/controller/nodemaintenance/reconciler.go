@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,6 +51,11 @@ type Options struct {
 	// Clock is the time the controller reads; nil is the system's. A test
 	// sets one that runs ahead, to play a manager whose clock is off.
 	Clock clock.PassiveClock
+	// PodEventRate and PodEventBurst bound the Events that name each pod
+	// a drain evicts or deletes, over every drain: PodEventBurst at once,
+	// PodEventRate a second after a quiet spell.
+	PodEventRate  float32
+	PodEventBurst int
 }
 
 // DefaultOptions are the controller's defaults.
@@ -60,6 +66,8 @@ func DefaultOptions() Options {
 		Evictions:               drain.LimiterOptions{InFlight: 100, Rate: 200, Burst: 100},
 		BudgetSettle:            30 * time.Second,
 		LeaseNamespace:          "pitstop-system",
+		PodEventRate:            5,
+		PodEventBurst:           50,
 	}
 }
 
@@ -84,6 +92,8 @@ type Reconciler struct {
 	drainClock *drainClock
 	// gate holds back evictions against budgets whose status may be stale.
 	gate *budgetGate
+	// podEvents paces the Events naming each pod evicted or deleted.
+	podEvents flowcontrol.RateLimiter
 	// controlPlane serializes the quorum check and the cordon of
 	// control-plane nodes in this process, so that two reconciles cannot
 	// each take one down on the same count; turns does it across processes.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -82,6 +83,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		drainClock: newDrainClock(),
 		turns:      budget.NewSlots(mgr, opts.LeaseNamespace),
 		gate:       newBudgetGate(opts.Clock, opts.BudgetSettle),
+		podEvents:  flowcontrol.NewTokenBucketRateLimiter(opts.PodEventRate, max(opts.PodEventBurst, 1)),
 	}
 	if err := r.gate.watchBudgets(ctx, mgr); err != nil {
 		return err
