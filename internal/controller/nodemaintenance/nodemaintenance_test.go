@@ -419,6 +419,7 @@ func TestDeletedNodeDoesNotHang(t *testing.T) {
 func TestExcludeNodeDrainingCordonsOnly(t *testing.T) {
 	startManager(t, true)
 	testutil.Kubelet(t, env.Clientset)
+	removeAtEnd(t, "exclude")
 	ns := namespace(t, "exclude")
 	create(t, testutil.Node("exclude-1"))
 	managedPods(t, ns, "exclude-1", "web", 2)

@@ -38,6 +38,7 @@ func TestEachPodTheDrainEvictsIsNamedInAnEvent(t *testing.T) {
 			}})
 			testutil.Kubelet(t, env.Clientset)
 			node := "podevents-" + tc.name
+			removeAtEnd(t, node) // before the manager stops: its finalizer restores the node
 			ns := namespace(t, node)
 			create(t, testutil.Node(node))
 			pods := managedPods(t, ns, node, "web", 4)
