@@ -214,14 +214,14 @@ func validatingWebhook(resource string, cc admissionregistrationv1.WebhookClient
 // setupWebhook registers the webhook handlers, puts the serving certificate
 // in CertDir (the server reads it when it starts) and keeps it renewed.
 func setupWebhook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts Options, checks check.Deps, log logr.Logger) error {
-	if err := nodemaintenance.SetupWebhook(mgr); err != nil {
+	if err := nodemaintenance.SetupWebhook(mgr, opts.NodeMaintenance.AllowSingleControlPlane); err != nil {
 		return fmt.Errorf("setting up the NodeMaintenance webhook: %w", err)
 	}
 	if err := profile.SetupWebhook(mgr, checks); err != nil {
 		return fmt.Errorf("setting up the MaintenanceProfile webhook: %w", err)
 	}
 	if opts.Medik8sCompat {
-		medik8s.SetupWebhook(mgr)
+		medik8s.SetupWebhook(mgr, opts.NodeMaintenance.AllowSingleControlPlane)
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Kubelet plays the kubelet of every node for an envtest API server, which
@@ -50,4 +51,22 @@ func actAsKubelet(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod)
 		running.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 		_, _ = pods.UpdateStatus(ctx, running, metav1.UpdateOptions{})
 	}
+}
+
+// SetPodReady writes p's status as a kubelet would for a running pod
+// that is Ready or not, retrying on conflicts.
+func SetPodReady(t testing.TB, c client.Client, p *corev1.Pod, ready bool) {
+	t.Helper()
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	Eventually(t, 5*time.Second, 50*time.Millisecond, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+		return c.Status().Update(context.Background(), p)
+	})
 }

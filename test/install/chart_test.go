@@ -13,11 +13,13 @@ import (
 	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/pitstop-dev/pitstop/internal/drain"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -80,6 +82,20 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 				}
 			}
 			assertAccessRoles(t, objs, nil)
+		}},
+		{"a lone control-plane node may be maintained, and pitstop tolerates the cordon", []string{"controlPlane.allowSingleNodeMaintenance=true", "tolerations[0].key=dedicated", "tolerations[0].operator=Exists"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			assertArgs(t, d, []string{"--allow-single-control-plane-maintenance"}, nil)
+			var keys []string
+			for _, tol := range d.Spec.Template.Spec.Tolerations {
+				keys = append(keys, tol.Key)
+			}
+			if want := []string{"dedicated", "node.kubernetes.io/unschedulable", "pitstop.dev/drain"}; !slices.Equal(keys, want) {
+				t.Errorf("tolerations %v, want %v: the drain of the only node would evict pitstop itself", keys, want)
+			}
+			if !drain.ToleratesCordon(&corev1.Pod{Spec: d.Spec.Template.Spec}) {
+				t.Error("pitstop's pod does not tolerate the cordon: the drain would evict it")
+			}
 		}},
 		{"an exposed dashboard listens on the pod's network behind its Service", []string{"dashboard.expose=true", "dashboard.service.type=LoadBalancer"}, func(t *testing.T, objs []*unstructured.Unstructured) {
 			assertArgs(t, deployment(t, objs), []string{"--dashboard-addr=:8082"}, nil)

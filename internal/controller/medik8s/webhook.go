@@ -16,7 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
 // WebhookPath is the medik8s operator's own path for its validating
@@ -34,17 +35,18 @@ const (
 )
 
 // SetupWebhook serves the validating webhooks of both kinds.
-func SetupWebhook(mgr ctrl.Manager) {
+func SetupWebhook(mgr ctrl.Manager, allowSingleControlPlane bool) {
 	for _, k := range kinds {
-		mgr.GetWebhookServer().Register(k.webhookPath, &webhook.Admission{Handler: &validator{kind: k, reader: mgr.GetClient(), live: mgr.GetAPIReader()}})
+		mgr.GetWebhookServer().Register(k.webhookPath, &webhook.Admission{Handler: &validator{kind: k, reader: mgr.GetClient(), live: mgr.GetAPIReader(), allowSingle: allowSingleControlPlane}})
 	}
 }
 
 // validator refuses at admission what the medik8s operator refuses: a
 // maintenance of a node that does not exist, a second one for a node (of
 // either kind), one of a control-plane node that would break quorum (on
-// any distribution: pitstop's quorum guard counts Ready control-plane
-// nodes), and a change of spec.nodeName. A refused object never exists, so
+// any distribution, by pitstop's quorum rule: the Ready control-plane
+// nodes, the etcd members where their pods show, and OpenShift's etcd
+// guard as that operator reads it), and a change of spec.nodeName. A refused object never exists, so
 // it gets no Event.
 type validator struct {
 	kind kind
@@ -52,6 +54,8 @@ type validator struct {
 	// reads medik8s objects, which the cache does not hold.
 	reader client.Reader
 	live   client.Reader
+	// allowSingle lets the only control-plane node go into maintenance.
+	allowSingle bool
 }
 
 func (v *validator) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -107,7 +111,11 @@ func (v *validator) create(ctx context.Context, obj *unstructured.Unstructured, 
 			}
 		}
 	}
-	why, err := nodemaintenance.QuorumRefusal(ctx, v.reader, node)
+	if !maintenance.IsControlPlane(node) {
+		return admission.Allowed("")
+	}
+	probe := &pitstopv1alpha1.NodeMaintenance{Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: s.NodeName}}
+	why, err := maintenance.QuorumRefusal(ctx, v.reader, v.live, probe, v.allowSingle)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("could not validate master/control-plane quorum, please try again: %w", err))
 	}

@@ -1,7 +1,6 @@
 package nodemaintenance
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -13,46 +12,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/drain"
-	"github.com/pitstop-dev/pitstop/internal/maintenance"
-	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
-
-func TestQuorumViolation(t *testing.T) {
-	cp := func(name string, opts ...testutil.NodeOption) corev1.Node {
-		return *testutil.Node(name, append(opts, testutil.ControlPlane())...)
-	}
-	master := func(name string) corev1.Node {
-		return *testutil.Node(name, testutil.WithLabels(map[string]string{maintenance.LabelMaster: ""}))
-	}
-	three := []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), *testutil.Node("worker")}
-	for _, tc := range []struct {
-		name   string
-		target string
-		nodes  []corev1.Node
-		down   map[string]bool
-		refuse bool
-	}{
-		{"allows a worker whatever the control plane's state", "worker", three, map[string]bool{"cp-0": true, "cp-1": true}, false},
-		{"allows one of three control-plane nodes", "cp-0", three, nil, false},
-		{"refuses a second of three while one is in maintenance", "cp-1", three, map[string]bool{"cp-0": true}, true},
-		{"refuses one of three while another is NotReady", "cp-0", []corev1.Node{cp("cp-0"), cp("cp-1", testutil.NotReady()), cp("cp-2")}, nil, true},
-		{"allows two of five", "cp-1", []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), cp("cp-3"), cp("cp-4")}, map[string]bool{"cp-0": true}, false},
-		{"refuses a third of five", "cp-2", []corev1.Node{cp("cp-0"), cp("cp-1"), cp("cp-2"), cp("cp-3"), cp("cp-4")}, map[string]bool{"cp-0": true, "cp-1": true}, true},
-		{"refuses the only control-plane node", "cp-0", []corev1.Node{cp("cp-0")}, nil, true},
-		{"counts the legacy master label", "m-1", []corev1.Node{master("m-0"), master("m-1"), master("m-2")}, map[string]bool{"m-0": true}, true},
-		{"allows a node that is already down to go", "cp-1", []corev1.Node{cp("cp-0"), cp("cp-1", testutil.NotReady()), cp("cp-2")}, nil, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			why := quorumViolation(tc.target, tc.nodes, tc.down)
-			if (why != "") != tc.refuse {
-				t.Fatalf("quorumViolation = %q, want refusal %v", why, tc.refuse)
-			}
-			if tc.refuse && !strings.Contains(why, tc.target) {
-				t.Errorf("refusal %q does not name the node", why)
-			}
-		})
-	}
-}
 
 func TestActiveHolder(t *testing.T) {
 	at := func(name string, sec int64, deleting bool) pitstopv1alpha1.NodeMaintenance {

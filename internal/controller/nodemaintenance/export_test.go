@@ -2,6 +2,7 @@ package nodemaintenance
 
 import (
 	"context"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -55,3 +56,12 @@ func NewMaintenancesCollector(reader client.Reader, clk clock.PassiveClock) prom
 // ControlPlaneTurn is the budget through which managers take turns to
 // cordon control-plane nodes.
 var ControlPlaneTurn = controlPlaneTurn
+
+// ShortenQuorumRetry makes a control-plane maintenance held back by the
+// quorum rule look again every d until the test ends. Call it before the
+// manager starts.
+func ShortenQuorumRetry(t interface{ Cleanup(func()) }, d time.Duration) {
+	was := quorumRetry
+	quorumRetry = d
+	t.Cleanup(func() { quorumRetry = was })
+}

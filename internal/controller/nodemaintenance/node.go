@@ -23,8 +23,9 @@ import (
 )
 
 // quorumRetry is how often a control-plane maintenance held back by the
-// quorum rule looks again (node readiness changes also wake it).
-const quorumRetry = 30 * time.Second
+// quorum rule looks again (node readiness changes also wake it; an etcd
+// member's recovery is seen at the next look). A test shortens it.
+var quorumRetry = 30 * time.Second
 
 // turnRetry is how soon a control-plane cordon that waits for another
 // manager's turn looks again: a turn lasts well under a second.
@@ -89,22 +90,19 @@ func (r *Reconciler) reconcileCordon(ctx context.Context, s *snapshot) (time.Dur
 	return 0, false, nil
 }
 
-// quorumCheck reads the control-plane nodes from the API server, not the
-// cache: a cordon decided on a stale count could take quorum down. A node
-// counts as down when it is not Ready or pitstop has cordoned it; the
-// caller holds the controlPlane lock, so the cordon this check allows is
-// visible to the next one.
+// quorumCheck reads the control-plane nodes, the etcd members and the
+// etcd guard from the API server, not the cache: a cordon decided on a
+// stale count could take quorum down. A node counts as down when it is
+// not Ready or pitstop has cordoned it; the caller holds the
+// controlPlane lock, so the cordon this check allows is visible to the
+// next one.
 func (r *Reconciler) quorumCheck(ctx context.Context, nm *pitstopv1alpha1.NodeMaintenance) (string, error) {
-	nodes := &corev1.NodeList{}
-	if err := r.apiReader.List(ctx, nodes, client.HasLabels{maintenance.LabelControlPlane}); err != nil {
-		return "", fmt.Errorf("listing control-plane nodes: %w", err)
+	v, err := maintenance.ReadQuorum(ctx, r.apiReader, r.apiReader)
+	if err != nil {
+		return "", err
 	}
-	masters := &corev1.NodeList{}
-	if err := r.apiReader.List(ctx, masters, client.HasLabels{maintenance.LabelMaster}); err != nil {
-		return "", fmt.Errorf("listing control-plane nodes: %w", err)
-	}
-	all := mergeNodes(nodes.Items, masters.Items)
-	return quorumViolation(nm.Spec.NodeName, all, cordonedByPitstop(all)), nil
+	v.Down, v.AllowSingle = cordonedByPitstop(v.Nodes), r.opts.AllowSingleControlPlane
+	return v.Violation(nm.Spec.NodeName), nil
 }
 
 // cordonedByPitstop are the nodes that carry pitstop's drain taint.
@@ -116,33 +114,6 @@ func cordonedByPitstop(nodes []corev1.Node) map[string]bool {
 		}
 	}
 	return down
-}
-
-// otherMaintainedNodes are the nodes that NodeMaintenances other than nm
-// hold or are about to hold. Admission counts them all as down, so that two
-// maintenances admitted together cannot break quorum.
-func otherMaintainedNodes(nm *pitstopv1alpha1.NodeMaintenance, nms []pitstopv1alpha1.NodeMaintenance) map[string]bool {
-	held := map[string]bool{}
-	for _, o := range nms {
-		if o.Name != nm.Name && o.Spec.NodeName != nm.Spec.NodeName {
-			held[o.Spec.NodeName] = true
-		}
-	}
-	return held
-}
-
-func mergeNodes(a, b []corev1.Node) []corev1.Node {
-	seen := map[string]bool{}
-	var out []corev1.Node
-	for _, list := range [][]corev1.Node{a, b} {
-		for _, n := range list {
-			if !seen[n.Name] {
-				seen[n.Name] = true
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
 
 // medik8sTaints are added for a maintenance made for a medik8s

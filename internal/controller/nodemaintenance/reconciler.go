@@ -48,6 +48,9 @@ type Options struct {
 	// LeaseNamespace holds the Lease through which the managers of the
 	// cluster take turns to check quorum and cordon a control-plane node.
 	LeaseNamespace string
+	// AllowSingleControlPlane lets the only control-plane node of a
+	// cluster go into maintenance, which quorum never allows.
+	AllowSingleControlPlane bool
 	// Clock is the time the controller reads; nil is the system's. A test
 	// sets one that runs ahead, to play a manager whose clock is off.
 	Clock clock.PassiveClock

@@ -24,9 +24,9 @@ const WebhookPath = "/validate-pitstop-dev-v1alpha1-nodemaintenance"
 
 // SetupWebhook registers the validating webhook with the manager's webhook
 // server.
-func SetupWebhook(mgr ctrl.Manager) error {
+func SetupWebhook(mgr ctrl.Manager, allowSingleControlPlane bool) error {
 	return ctrl.NewWebhookManagedBy(mgr, &pitstopv1alpha1.NodeMaintenance{}).
-		WithValidator(&validator{reader: mgr.GetClient()}).
+		WithValidator(&validator{reader: mgr.GetClient(), live: mgr.GetAPIReader(), allowSingle: allowSingleControlPlane}).
 		Complete()
 }
 
@@ -37,6 +37,9 @@ func SetupWebhook(mgr ctrl.Manager) error {
 // down, two creates at the same instant) is still caught.
 type validator struct {
 	reader client.Reader
+	// live reads the etcd members and guard, which are not cached.
+	live        client.Reader
+	allowSingle bool
 }
 
 var nodeMaintenanceResource = pitstopv1alpha1.GroupVersion.WithResource("nodemaintenances").GroupResource()
@@ -66,7 +69,7 @@ func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.Node
 		}
 	}
 	if maintenance.IsControlPlane(node) {
-		why, err := quorumRefusal(ctx, v.reader, nm, existing.Items)
+		why, err := maintenance.QuorumRefusal(ctx, v.reader, v.live, nm, v.allowSingle)
 		if err != nil {
 			return nil, err
 		}
@@ -101,32 +104,4 @@ func validateSpec(nm *pitstopv1alpha1.NodeMaintenance) error {
 // ValidateDelete accepts every delete: deleting restores the node.
 func (v *validator) ValidateDelete(context.Context, *pitstopv1alpha1.NodeMaintenance) (admission.Warnings, error) {
 	return nil, nil
-}
-
-// QuorumRefusal says why maintaining node would leave fewer Ready
-// control-plane nodes than quorum, counting the nodes that
-// NodeMaintenances hold as down ("" when it would not, or node is not a
-// control-plane node). Admission of other APIs' maintenances (medik8s')
-// uses it.
-func QuorumRefusal(ctx context.Context, reader client.Reader, node *corev1.Node) (string, error) {
-	if !maintenance.IsControlPlane(node) {
-		return "", nil
-	}
-	existing := &pitstopv1alpha1.NodeMaintenanceList{}
-	if err := reader.List(ctx, existing); err != nil {
-		return "", fmt.Errorf("listing NodeMaintenances: %w", err)
-	}
-	probe := &pitstopv1alpha1.NodeMaintenance{Spec: pitstopv1alpha1.NodeMaintenanceSpec{NodeName: node.Name}}
-	return quorumRefusal(ctx, reader, probe, existing.Items)
-}
-
-// quorumRefusal says why admitting nm, beside the existing
-// NodeMaintenances, would break control-plane quorum ("" when it would
-// not).
-func quorumRefusal(ctx context.Context, reader client.Reader, nm *pitstopv1alpha1.NodeMaintenance, existing []pitstopv1alpha1.NodeMaintenance) (string, error) {
-	nodes := &corev1.NodeList{}
-	if err := reader.List(ctx, nodes); err != nil {
-		return "", fmt.Errorf("listing nodes: %w", err)
-	}
-	return quorumViolation(nm.Spec.NodeName, nodes.Items, otherMaintainedNodes(nm, existing)), nil
 }
