@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
 
@@ -88,7 +86,7 @@ func LoadConfig(path string) (*Config, error) {
 // an error names the field.
 func ParseConfig(raw []byte) (*Config, error) {
 	var cfg Config
-	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+	if err := seedconfig.Unmarshal(raw, &cfg); err != nil {
 		return nil, err
 	}
 	iv := &cfg.Intervals

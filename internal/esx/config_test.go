@@ -69,7 +69,7 @@ func TestDefaultsFillWhatAFileLeavesOut(t *testing.T) {
 func TestABadConfigurationNamesTheField(t *testing.T) {
 	for _, tc := range []struct{ name, edit, want string }{
 		{"unknown field", "alarm: [x]\n", `unknown field "alarm"`},
-		{"bad duration", "intervals:\n  check:\n    period: soon\n", `"soon" is not a duration`},
+		{"bad duration", "intervals:\n  check:\n    period: soon\n", `intervals.check.period (line 3): "soon" is not a duration`},
 		{"short period", "intervals:\n  check:\n    period: 10ms\n", "intervals.check.period: must be at least 1s"},
 		{"jitter", "intervals:\n  check:\n    period: 1m\n    jitter: 2\n", "intervals.check.jitter: must be from 0 to 1"},
 		{"no $AZ", "vCenters:\n  templateUrl: https://vc.example.com\n  credentials: {a: {username: u, password: p}}\n", "vCenters.templateUrl: \"https://vc.example.com\" has no $AZ"},

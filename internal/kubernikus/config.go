@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
 
@@ -67,7 +65,7 @@ func LoadConfig(path string) (*Config, error) {
 // an error names the field.
 func ParseConfig(raw []byte) (*Config, error) {
 	var cfg Config
-	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
+	if err := seedconfig.Unmarshal(raw, &cfg); err != nil {
 		return nil, err
 	}
 	iv := &cfg.Intervals

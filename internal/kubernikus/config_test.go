@@ -32,7 +32,7 @@ func TestAMissingFileIsTheDefaults(t *testing.T) {
 func TestABadConfigurationNamesTheField(t *testing.T) {
 	for raw, want := range map[string]string{
 		"intervals:\n  requeue: 10ms\n":                "intervals.requeue: must be at least 1s",
-		"intervals:\n  requeue: often\n":               `"often" is not a duration`,
+		"intervals:\n  requeue: often\n":               `intervals.requeue (line 2): "often" is not a duration`,
 		"cloudProviderSecret:\n  name: cloud-config\n": "cloudProviderSecret: needs name and namespace",
 		"interval:\n  requeue: 1m\n":                   `unknown field "interval"`,
 		"intervals:\n  podEviction:\n    period: 2h\n": "intervals.podEviction.period: must be from 1s to 1h",

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLoadNamesTheFile: an error names the file and what it is; a missing
@@ -81,5 +82,36 @@ func TestReloaderReadsTheFileOnlyWhenItChanged(t *testing.T) {
 	}
 	if loads != 3 {
 		t.Errorf("loaded %d times, want 3 (start and two changes)", loads)
+	}
+}
+
+// TestAValueThatIsNotADurationIsNamedByItsFieldAndLine: the decoder says
+// only the value; Unmarshal adds where it is, in a map and in a list.
+func TestAValueThatIsNotADurationIsNamedByItsFieldAndLine(t *testing.T) {
+	type cfg struct {
+		Intervals struct {
+			Check struct {
+				Period Duration `json:"period"`
+			} `json:"check"`
+		} `json:"intervals"`
+		Steps []struct {
+			Wait Duration `json:"wait"`
+		} `json:"steps"`
+	}
+	for _, tc := range []struct{ raw, want string }{
+		{"intervals:\n  check:\n    period: 5 minutes\n", `intervals.check.period (line 3): "5 minutes" is not a duration (like 30s, 5m or 1h)`},
+		{"steps:\n- wait: 1m\n- wait: soon\n", `steps[1].wait (line 3): "soon" is not a duration`},
+	} {
+		var c cfg
+		if err := Unmarshal([]byte(tc.raw), &c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error saying %q", tc.raw, err, tc.want)
+		}
+	}
+	var c cfg
+	if err := Unmarshal([]byte("intervals:\n  check:\n    period: 2m\n"), &c); err != nil || c.Intervals.Check.Period.Duration != 2*time.Minute {
+		t.Errorf("a good file: %+v, %v", c, err)
+	}
+	if err := Unmarshal([]byte("intervals:\n  chekc: {}\n"), &c); err == nil || !strings.Contains(err.Error(), "chekc") {
+		t.Errorf("an unknown field: %v, want it named", err)
 	}
 }

@@ -20,7 +20,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := strings.Trim(string(b), `"`)
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (like 30s, 5m or 1h)", s)
+		return &DurationError{Value: s}
 	}
 	d.Duration = v
 	return nil
