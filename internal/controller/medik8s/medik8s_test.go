@@ -272,7 +272,7 @@ func TestSetupFailsWithoutTheCRD(t *testing.T) {
 	if !errors.Is(err, medik8s.ErrCRDNotInstalled) {
 		t.Fatalf("error %v, want ErrCRDNotInstalled", err)
 	}
-	for _, want := range []string{medik8s.CRDName, "--medik8s-compat"} {
+	for _, want := range []string{medik8s.CRDName, "--medik8s-compat", "kubectl apply -f config/crd/medik8s/"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}

@@ -39,7 +39,7 @@ const (
 // ErrCRDNotInstalled means the API server does not serve a kind,
 // so there is nothing to reconcile: the compatibility mode is an explicit
 // opt-in and must not start half-working.
-var ErrCRDNotInstalled = errors.New("CRD " + CRDName + " is not installed")
+var ErrCRDNotInstalled = errors.New("CRD " + CRDName + " is not installed: install it before pitstop starts (the chart's medik8sCompat.installCRD, or kubectl apply -f config/crd/medik8s/), or keep the medik8s operator's own")
 
 // Options configure the medik8s compatibility.
 type Options struct {
