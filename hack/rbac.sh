@@ -33,3 +33,4 @@ feature medik8s ./internal/controller/medik8s
 feature cloud-events ./internal/controller/machinemaintenance
 feature cluster-api ./internal/capi
 feature smc-compat ./internal/seedmetrics
+feature seed-file ./internal/controller/seedfile

@@ -81,6 +81,20 @@ const (
 	LabelExcludeFromRemediation = "remediation.medik8s.io/exclude-from-remediation"
 )
 
+// On MaintenanceProfiles and the Secret of their notifications.
+const (
+	// LabelManagedBy says what writes a MaintenanceProfile (or the Secret
+	// its notifications read) besides the people who may edit it; pitstop
+	// deletes only the objects it made itself, found by this label.
+	LabelManagedBy = "pitstop.dev/managed-by"
+
+	// ManagedBySeedFile is the LabelManagedBy of the objects pitstop applies
+	// from the maintenance-controller's maintenance.yaml it follows
+	// (--seed-config-file). Removing the label hands the object over to its
+	// users: pitstop then neither updates nor deletes it.
+	ManagedBySeedFile = "seed-file"
+)
+
 // On NodeMaintenances.
 const (
 	// LabelProfile marks the NodeMaintenances a profile created, with its

@@ -6,6 +6,11 @@ const (
 	// ConditionValid says whether the profile's current generation
 	// compiles: every check, trigger and transition is valid.
 	ConditionValid = "Valid"
+	// ConditionSeedConfigCurrent, on a profile applied from the
+	// maintenance.yaml pitstop follows (--seed-config-file), says whether
+	// the profile is what the file says now: False when the file's last
+	// edit was refused, and the profile keeps the last version applied.
+	ConditionSeedConfigCurrent = "SeedConfigCurrent"
 )
 
 // Condition reasons of a MaintenanceProfile.
@@ -24,6 +29,13 @@ const (
 	// ReasonReleasing: the profile is deleted and waits for the nodes it
 	// has out of operational to leave it; the message names them.
 	ReasonReleasing = "Releasing"
+	// ReasonApplied: SeedConfigCurrent is true; the profile is as the file
+	// says.
+	ReasonApplied = "Applied"
+	// ReasonRefused: SeedConfigCurrent is false; the file's last edit does
+	// not import or the API server refused what it yields, and the
+	// message says why, with the file's line.
+	ReasonRefused = "Refused"
 )
 
 // Event reasons on nodes, from the profile engine.
@@ -53,4 +65,19 @@ const (
 	// EventOrphanDeleted: this NodeMaintenance, labelled as a profile's, was
 	// deleted because no profile needs it any more.
 	EventOrphanDeleted = "OrphanDeleted"
+)
+
+// Event reasons on MaintenanceProfiles (and, while the file yields none,
+// on pitstop's Namespace), from the maintenance.yaml pitstop follows
+// (--seed-config-file).
+const (
+	// EventSeedConfigApplied: an edit of the file changed the profile, or
+	// made it current again after a refused edit.
+	EventSeedConfigApplied = "SeedConfigApplied"
+	// EventSeedConfigRefused: an edit of the file was refused; nothing
+	// changed, and the message names the file, the line and the problem.
+	EventSeedConfigRefused = "SeedConfigRefused"
+	// EventSeedConfigProfileDeleted: the file no longer lists the profile,
+	// so pitstop deleted it.
+	EventSeedConfigProfileDeleted = "SeedConfigProfileDeleted"
 )

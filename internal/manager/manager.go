@@ -182,6 +182,11 @@ type Options struct {
 	// account of the Kubernikus integration and kubernikusCount checks.
 	OpenStackCloudConfig string
 
+	// SeedConfigFile, when set, is the maintenance-controller's
+	// maintenance.yaml that pitstop follows: it applies the profiles the
+	// file yields, and each edit of it, until the flag is dropped.
+	SeedConfigFile string
+
 	// CloudEvents are the clouds whose scheduled events pitstop follows
 	// (aws); empty: none.
 	CloudEvents []string
@@ -303,6 +308,9 @@ func (o Options) Validate() error {
 		if _, err := kubernikus.LoadConfig(o.KubernikusConfig); err != nil {
 			return &FlagError{"kubernikus-config", o.KubernikusConfig, strings.ReplaceAll(err.Error(), "\n", "; ")}
 		}
+	}
+	if err := o.validateSeedConfigFile(); err != nil {
+		return err
 	}
 	if o.Metal3 && !o.ClusterAPI {
 		return &FlagError{"metal3", "true", "needs --cluster-api: Metal3 hosts are rebooted for Cluster API Machines"}
@@ -498,6 +506,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		k := kubernikus.Options{ConfigPath: opts.KubernikusConfig, CloudConfigPath: opts.OpenStackCloudConfig, Accounts: accounts, LeaseNamespace: opts.LeaderElectionNamespace}
 		if _, err := kubernikus.Setup(mgr, k); err != nil {
 			return nil, fmt.Errorf("setting up the Kubernikus integration (--kubernikus): %w", err)
+		}
+	}
+	if opts.SeedConfigFile != "" {
+		if err := setupSeedFile(mgr, opts); err != nil {
+			return nil, fmt.Errorf("setting up the seed configuration file (--seed-config-file): %w", err)
 		}
 	}
 	if len(opts.CloudEvents) > 0 {

@@ -109,7 +109,7 @@ func AllFeatures() []string {
 	return []string{
 		"machineAPI.enabled=true", "machineAPI.providers={aws,kwok}", "medik8sCompat.enabled=true", "cloudEvents.enabled=true",
 		"clusterAPI.enabled=true", "clusterAPI.metal3=true", "clusterAPI.namespaces={" + strings.Join(ClusterAPINamespaces, ",") + "}",
-		"smcCompat.enabled=true", "kvm.alterHypervisor=true",
+		"smcCompat.enabled=true", "kvm.alterHypervisor=true", "seedConfig.enabled=true", "seedConfig.configMap=maintenance",
 	}
 }
 

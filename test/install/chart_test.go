@@ -33,7 +33,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 	}
 	everything := []string{"machineAPI.enabled=true", "machineAPI.installCRDs=true", "machineAPI.providers={aws,kwok}",
 		"medik8sCompat.enabled=true", "cloudEvents.enabled=true", "clusterAPI.enabled=true", "clusterAPI.metal3=true", "clusterAPI.namespaces={capi-a,capi-b}", "kvm.alterHypervisor=true", "smcCompat.enabled=true", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
-		"grafanaDashboard.enabled=true", "namespace.create=true"}
+		"grafanaDashboard.enabled=true", "namespace.create=true", "seedConfig.enabled=true", "seedConfig.configMap=maintenance"}
 	for _, tc := range []struct {
 		name  string
 		set   []string
@@ -47,7 +47,7 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			if a := d.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
 				t.Errorf("the replicas may share a node: affinity %+v", a)
 			}
-			assertArgs(t, d, []string{"--webhook-service=pitstop-system/pitstop-webhook", "--webhook-manage-certificate=true"}, []string{"--machine-api", "--medik8s-compat", "--prometheus-url-allow"})
+			assertArgs(t, d, []string{"--webhook-service=pitstop-system/pitstop-webhook", "--webhook-manage-certificate=true"}, []string{"--machine-api", "--medik8s-compat", "--prometheus-url-allow", "--seed-config-file"})
 			if find(objs, "ValidatingWebhookConfiguration", "", "pitstop-validating-webhook") == nil {
 				t.Error("no webhook configuration")
 			}
@@ -131,8 +131,9 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 		}},
 		{"every feature on", everything, func(t *testing.T, objs []*unstructured.Unstructured) {
 			assertArgs(t, deployment(t, objs), []string{"--machine-api", "--machine-providers=aws,kwok", "--medik8s-compat",
-				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h", "--smc-compat", "--cluster-api", "--metal3", "--cluster-api-namespaces=capi-a,capi-b"}, nil)
-			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events", "pitstop-core-alter-hypervisors"} {
+				"--cloud-events=aws", "--cloud-events-interval=5m", "--scheduled-event-retention=168h", "--smc-compat", "--cluster-api", "--metal3", "--cluster-api-namespaces=capi-a,capi-b",
+				"--seed-config-file=/etc/pitstop/seed/maintenance.yaml"}, nil)
+			for _, name := range []string{"pitstop-core", "pitstop-machine-api", "pitstop-kwok-provider", "pitstop-medik8s", "pitstop-cloud-events", "pitstop-core-alter-hypervisors", "pitstop-seed-file"} {
 				if find(objs, "ClusterRoleBinding", "", name) == nil {
 					t.Errorf("no ClusterRoleBinding %s", name)
 				}
@@ -269,9 +270,50 @@ func TestChartLintsAndRendersOverAMatrixOfValues(t *testing.T) {
 			assertArgs(t, d, []string{"--openstack-cloud-config=/etc/pitstop/kubernikus/cloudprovider.conf"}, []string{"--kubernikus"})
 			assertSecretMount(t, d, "kubernikus-config", "/etc/pitstop/kubernikus", "cloud-config")
 		}},
+		{"seedConfig mounts its ConfigMap whole and read-only, points --seed-config-file at it and grants the seed file's roles", []string{"seedConfig.enabled=true", "seedConfig.configMap=maintenance-config"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			assertArgs(t, d, []string{"--seed-config-file=/etc/pitstop/seed/maintenance.yaml"}, nil)
+			assertSeedMount(t, d)
+			var fromConfigMap bool
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				fromConfigMap = fromConfigMap || (v.Name == "seed-config" && v.ConfigMap != nil && v.ConfigMap.Name == "maintenance-config" && len(v.ConfigMap.Items) == 0)
+			}
+			if !fromConfigMap {
+				t.Errorf("seed-config is not the ConfigMap maintenance-config: %+v", d.Spec.Template.Spec.Volumes)
+			}
+			if find(objs, "ClusterRoleBinding", "", "pitstop-seed-file") == nil || find(objs, "RoleBinding", namespace, "pitstop-seed-file") == nil {
+				t.Error("the seed file's roles are not bound")
+			}
+			// The manager reads the chart's flag.
+			opts := manager.DefaultOptions()
+			fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+			fs.StringVar(&opts.SeedConfigFile, "seed-config-file", "", "")
+			if err := fs.Parse([]string{"--seed-config-file=/etc/pitstop/seed/maintenance.yaml"}); err != nil || opts.SeedConfigFile != "/etc/pitstop/seed/maintenance.yaml" {
+				t.Errorf("the manager reads the chart's flag as %q: %v", opts.SeedConfigFile, err)
+			}
+		}},
+		{"seedConfig mounts a Secret instead", []string{"seedConfig.enabled=true", "seedConfig.secret=maintenance"}, func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := deployment(t, objs)
+			assertArgs(t, d, []string{"--seed-config-file=/etc/pitstop/seed/maintenance.yaml"}, nil)
+			assertSeedMount(t, d)
+			assertSecretMount(t, d, "seed-config", "/etc/pitstop/seed", "maintenance")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.check(t, testutil.RenderChart(t, tc.set...)) })
 	}
+}
+
+// assertSeedMount checks that the seed file's volume is mounted read-only
+// at /etc/pitstop/seed as a whole: the kubelet never updates a subPath
+// mount, and pitstop follows the file's edits.
+func assertSeedMount(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "seed-config" && m.MountPath == "/etc/pitstop/seed" && m.ReadOnly && m.SubPath == "" {
+			return
+		}
+	}
+	t.Errorf("seed-config is not mounted whole and read-only at /etc/pitstop/seed: %+v", d.Spec.Template.Spec.Containers[0].VolumeMounts)
 }
 
 // assertSecretMount checks that volume name mounts Secret secret read-only
@@ -305,6 +347,9 @@ func TestChartRefusesWrongValuesNamingThem(t *testing.T) {
 		{"image.digest=latest", "/image/digest"},
 		{"esx.enabled=true", "esx.secretName"},
 		{"kubernikus.enabled=true", "kubernikus.secretName"},
+		{"seedConfig.enabled=true", "seedConfig.configMap"},
+		{"seedConfig.enabled=true,seedConfig.configMap=a,seedConfig.secret=b", "not both"},
+		{"seedConfig.configMap=Maintenance_Config", "/seedConfig/configMap"},
 		{"prometheusURLAllow={prometheus.monitoring.svc:9090}", "/prometheusURLAllow/0"},
 		{"notifyHostAllow={smtp://mail.example.com}", "/notifyHostAllow/0"},
 		{"clusterAPI.enabled=true", "clusterAPI.namespaces"},

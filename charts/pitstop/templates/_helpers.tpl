@@ -36,5 +36,6 @@ The features that are on, each a set of generated roles in files/rbac.
 {{- if .Values.cloudEvents.enabled }}{{ $f = append $f "cloud-events" }}{{ end -}}
 {{- if .Values.clusterAPI.enabled }}{{ $f = append $f "cluster-api" }}{{ end -}}
 {{- if .Values.smcCompat.enabled }}{{ $f = append $f "smc-compat" }}{{ end -}}
+{{- if .Values.seedConfig.enabled }}{{ $f = append $f "seed-file" }}{{ end -}}
 {{- toJson $f -}}
 {{- end -}}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/admission"
@@ -132,3 +133,10 @@ func BudgetKey(p *pitstopv1alpha1.MaintenanceProfile, checkName string, node *co
 // LatestWarnings is the engine's Event recorder over r: a Warning whose
 // message changed is an Event of its own.
 func LatestWarnings(r events.EventRecorder) events.EventRecorder { return latestWarnings{r} }
+
+// NewStatusReconciler is the profile status controller outside a manager,
+// reading profiles and nodes through c, for tests that call Reconcile
+// themselves.
+func NewStatusReconciler(c client.Client) reconcile.Reconciler {
+	return newStatusReconciler(c, fleet.ListNodes(c), fleet.NewRegistry(check.Deps{}), fleet.NewRecords(), clock.RealClock{})
+}

@@ -133,13 +133,30 @@ func (s *statusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if wait := s.countsWait(before, p); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if err := s.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+	if err := s.patchStatus(ctx, before, p); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.written[p.Name] = s.clock.Now()
 	return ctrl.Result{}, nil
+}
+
+// conflictRequeue is how soon a status write that lost to another writer
+// is made again, from the cache by then holding the other write.
+const conflictRequeue = 100 * time.Millisecond
+
+// patchStatus writes the profile's status as after, from before as it was
+// read. The patch replaces the whole conditions list (a JSON merge patch
+// has no other way with a list), so it carries an optimistic lock: the
+// profile holds conditions of other writers too (SeedConfigCurrent, which
+// the seed file applies), and a list read from a cache that has not seen
+// one yet would drop it. A conflict is read again and written then.
+func (s *statusReconciler) patchStatus(ctx context.Context, before, after *pitstopv1alpha1.MaintenanceProfile) error {
+	return s.client.Status().Patch(ctx, after, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 }
 
 // releaseRecheck paces the status of a deleted profile while its nodes
@@ -170,7 +187,7 @@ func (s *statusReconciler) release(ctx context.Context, p *pitstopv1alpha1.Maint
 	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: pitstopv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: pitstopv1alpha1.ReasonReleasing,
 		Message: fmt.Sprintf("deleted: %d nodes are leaving the profile (their drains undone, their slots given back): %s", len(leaving), strings.Join(shown, ", ")), ObservedGeneration: p.Generation})
 	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
-		if err := s.client.Status().Patch(ctx, p, client.MergeFrom(before)); err != nil {
+		if err := s.patchStatus(ctx, before, p); err != nil && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
