@@ -31,6 +31,6 @@ feature aws-provider ./internal/machineapi/provider/aws
 feature kwok-provider ./internal/machineapi/provider/kwok
 feature medik8s ./internal/controller/medik8s
 feature cloud-events ./internal/controller/machinemaintenance
-feature cluster-api ./internal/capi
+feature cluster-api ./internal/controller/capi
 feature smc-compat ./internal/seedmetrics
 feature seed-file ./internal/controller/seedfile

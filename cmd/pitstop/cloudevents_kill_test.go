@@ -19,7 +19,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -39,25 +39,25 @@ func TestSurgeResumesAfterSIGKILL(t *testing.T) {
 	testutil.Namespace(t, env.Client, ns)
 	testutil.Create(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"},
 		StringData: map[string]string{"aws_access_key_id": key, "aws_secret_access_key": secret}})
-	f := ec2fake.New(t)
+	f := ec2sim.New(t)
 	f.AddCredentials(key, secret)
 	t.Cleanup(func() {
 		for _, i := range f.Instances() {
 			_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + i.ID}})
 		}
 	})
-	f.AddImage(ec2fake.Image{ID: "ami-0c55b159cbfafe1f0", Name: "node", RootDeviceName: "/dev/xvda"})
-	f.AddSubnet(ec2fake.Subnet{ID: "subnet-0aa1", VPCID: "vpc-1", Zone: "us-east-1a", CIDR: "10.0.0.0/16"})
-	f.AddSecurityGroup(ec2fake.SecurityGroup{ID: "sg-0node", Name: "node", VPCID: "vpc-1"})
+	f.AddImage(ec2sim.Image{ID: "ami-0c55b159cbfafe1f0", Name: "node", RootDeviceName: "/dev/xvda"})
+	f.AddSubnet(ec2sim.Subnet{ID: "subnet-0aa1", VPCID: "vpc-1", Zone: "us-east-1a", CIDR: "10.0.0.0/16"})
+	f.AddSecurityGroup(ec2sim.SecurityGroup{ID: "sg-0node", Name: "node", VPCID: "vpc-1"})
 	var hold atomic.Bool
-	launched := make(chan ec2fake.Instance, 16)
-	f.OnLaunch(func(i ec2fake.Instance) { launched <- i })
-	f.OnTerminate(func(i ec2fake.Instance) {
+	launched := make(chan ec2sim.Instance, 16)
+	f.OnLaunch(func(i ec2sim.Instance) { launched <- i })
+	f.OnTerminate(func(i ec2sim.Instance) {
 		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + i.ID}})
 	})
 	// The kubelets: a Ready Node for each instance launched, unless held.
 	go func() {
-		var held []ec2fake.Instance
+		var held []ec2sim.Instance
 		for {
 			select {
 			case <-ctx.Done():
@@ -68,7 +68,7 @@ func TestSurgeResumesAfterSIGKILL(t *testing.T) {
 			}
 			for len(held) > 0 && !hold.Load() {
 				joinNode(ctx, ns+"-"+held[0].ID, held[0])
-				f.SetState(held[0].ID, ec2fake.StateRunning)
+				f.SetState(held[0].ID, ec2sim.StateRunning)
 				held = held[1:]
 			}
 		}
@@ -112,7 +112,7 @@ func TestSurgeResumesAfterSIGKILL(t *testing.T) {
 	defer stop()
 	hold.Store(true)
 	old := machines[0]
-	f.ScheduleEvent(aws.InstanceIDOf(ptr.Deref(old.Spec.ProviderID, "")), ec2fake.ScheduledEvent{ID: "instance-event-kill", Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
+	f.ScheduleEvent(aws.InstanceIDOf(ptr.Deref(old.Spec.ProviderID, "")), ec2sim.ScheduledEvent{ID: "instance-event-kill", Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
 	testutil.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
 		var list pitstopv1alpha1.MachineMaintenanceList
 		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -161,7 +161,7 @@ var surgeKillRuns atomic.Int32
 
 // joinNode makes the Ready Node of an instance, as its kubelet and the
 // node lifecycle controller would (no not-ready taint once Ready).
-func joinNode(ctx context.Context, name string, i ec2fake.Instance) {
+func joinNode(ctx context.Context, name string, i ec2sim.Instance) {
 	node := testutil.Node(name)
 	node.Spec.ProviderID = "aws:///" + i.Zone + "/" + i.ID
 	if env.Client.Create(ctx, node) != nil {

@@ -23,9 +23,9 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/logging"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 // devOptions are the flags of `pitstop dev`.
@@ -175,7 +175,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) (err error) {
 		return err
 	}
 
-	var cloudEC2 *ec2fake.Server
+	var cloudEC2 *ec2sim.Server
 	c, err := client.New(cluster.Config, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err

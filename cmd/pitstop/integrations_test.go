@@ -14,9 +14,9 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
 
-	"github.com/pitstop-dev/pitstop/internal/esx"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
+	"github.com/pitstop-dev/pitstop/internal/controller/esx"
+	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
+	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -77,8 +77,8 @@ func TestRunWithESXFollowsTheVCenter(t *testing.T) {
 // a node labelled cloud.sap/delete-node=true is drained and its server
 // deleted.
 func TestRunWithKubernikusReplacesANode(t *testing.T) {
-	account := openstackfake.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-1", Region: "eu-de-1"}
-	cloud := openstackfake.New(t, account)
+	account := openstacksim.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-1", Region: "eu-de-1"}
+	cloud := openstacksim.New(t, account)
 	id := cloud.AddServer("run-kn-a")
 	ids := map[string]string{"run-kn-a": id, "run-kn-b": cloud.AddServer("run-kn-b")}
 	conf := testutil.WriteFile(t, "cloudprovider.conf", fmt.Sprintf("[Global]\nauth-url=%q\ndomain-name=%q\ntenant-id=%q\nusername=%q\npassword=%q\nregion=%q\n",

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/capi"
+	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 )

@@ -26,8 +26,8 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 // The local EC2 of the cloud events demo: its region, account keys and
@@ -53,15 +53,15 @@ const (
 // Node (providerID aws:///us-east-1a/<id>, the instance's private IP),
 // which goes when the instance is terminated and gets a new boot ID when
 // it is rebooted. Close it when the cluster stops.
-func LocalEC2(c client.Client) *ec2fake.Server {
-	f := ec2fake.Start()
+func LocalEC2(c client.Client) *ec2sim.Server {
+	f := ec2sim.Start()
 	f.AddCredentials(cloudAccessKey, cloudSecretKey)
-	f.AddImage(ec2fake.Image{ID: cloudAMI, Name: "demo-node", RootDeviceName: "/dev/xvda"})
-	f.AddSubnet(ec2fake.Subnet{ID: cloudSubnet, VPCID: "vpc-0d1", Zone: cloudZone, CIDR: "10.0.0.0/16"})
-	f.AddSecurityGroup(ec2fake.SecurityGroup{ID: cloudSecurityGroup, Name: "demo-node", VPCID: "vpc-0d1"})
+	f.AddImage(ec2sim.Image{ID: cloudAMI, Name: "demo-node", RootDeviceName: "/dev/xvda"})
+	f.AddSubnet(ec2sim.Subnet{ID: cloudSubnet, VPCID: "vpc-0d1", Zone: cloudZone, CIDR: "10.0.0.0/16"})
+	f.AddSecurityGroup(ec2sim.SecurityGroup{ID: cloudSecurityGroup, Name: "demo-node", VPCID: "vpc-0d1"})
 	var mu sync.Mutex
 	index := 0
-	f.OnLaunch(func(i ec2fake.Instance) {
+	f.OnLaunch(func(i ec2sim.Instance) {
 		mu.Lock()
 		index++
 		n := index
@@ -82,9 +82,9 @@ func LocalEC2(c client.Client) *ec2fake.Server {
 		status.Status.Addresses, status.Status.NodeInfo.BootID = node.Status.Addresses, node.Status.NodeInfo.BootID
 		status.Status.Capacity, status.Status.Allocatable = node.Status.Capacity, node.Status.Allocatable
 		_ = c.Status().Patch(ctx, status, client.MergeFrom(base))
-		f.SetState(i.ID, ec2fake.StateRunning)
+		f.SetState(i.ID, ec2sim.StateRunning)
 	})
-	f.OnTerminate(func(i ec2fake.Instance) {
+	f.OnTerminate(func(i ec2sim.Instance) {
 		_ = c.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: i.PrivateDNS}})
 	})
 	f.OnReboot(func(id string) {
@@ -123,7 +123,7 @@ func MoveWindow(profile *pitstopv1alpha1.MaintenanceProfile, from, to time.Time)
 // time, a new machine first, and the rebooting one is rebooted in place.
 // It prints each step, and fails if a replacement ever leaves the set with
 // fewer than replicas Ready, schedulable nodes.
-func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2fake.Server, replicas int32) error {
+func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2sim.Server, replicas int32) error {
 	if err := setUpCloudSet(ctx, c, out, replicas); err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2fa
 			code, desc = "instance-reboot", "The instance is scheduled for a reboot"
 		}
 		eventID := fmt.Sprintf("instance-event-%04d", k+1)
-		ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: eventID, Code: code, Description: desc, NotBefore: notBefore})
+		ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: eventID, Code: code, Description: desc, NotBefore: notBefore})
 		names = append(names, machinemaintenance.ObjectName(id, eventID))
 		fmt.Fprintf(out, "Cloud events: EC2 scheduled %s for %s (machine %s) at %s.\n", code, id, m.Name, notBefore.Format(time.RFC3339))
 	}

@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus"
+	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/hypervisor"
 )

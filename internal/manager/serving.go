@@ -17,7 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pitstop-dev/pitstop/internal/access"
-	"github.com/pitstop-dev/pitstop/internal/capi"
+	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 )

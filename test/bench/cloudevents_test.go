@@ -22,7 +22,7 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -58,7 +58,7 @@ func BenchmarkCloudEventsNotice(b *testing.B) {
 	testutil.Namespace(b, env.Client, ns)
 	testutil.Create(b, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"},
 		StringData: map[string]string{"aws_access_key_id": key, "aws_secret_access_key": secret}})
-	f := ec2fake.Start()
+	f := ec2sim.Start()
 	b.Cleanup(f.Close)
 	f.AddCredentials(key, secret)
 	spec, _ := json.Marshal(map[string]any{"apiVersion": "machine.openshift.io/v1beta1", "kind": aws.Kind,
@@ -66,8 +66,8 @@ func BenchmarkCloudEventsNotice(b *testing.B) {
 	notBefore := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
 	var ids []string
 	for i := range account {
-		id := f.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
-		f.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: fmt.Sprintf("instance-event-%05d", i), Code: "instance-retirement", NotBefore: notBefore})
+		id := f.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
+		f.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: fmt.Sprintf("instance-event-%05d", i), Code: "instance-retirement", NotBefore: notBefore})
 		if i >= n {
 			continue
 		}

@@ -28,7 +28,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
-	"github.com/pitstop-dev/pitstop/internal/capi"
+	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -218,7 +218,7 @@ func startPitstop(t *testing.T) (client.Client, string) {
 // "self" (this cluster), and an opted-in Machine for each worker.
 func clusterAPI(t *testing.T, cluster *localcluster.Cluster, c client.Client) {
 	t.Helper()
-	data, err := os.ReadFile("../../internal/capi/testdata/crds/cluster.x-k8s.io_machines.yaml")
+	data, err := os.ReadFile("../../internal/controller/capi/testdata/crds/cluster.x-k8s.io_machines.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/demo"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -130,7 +130,7 @@ func TestCloudEventsReplaceAndRebootWithinTheWindow(t *testing.T) {
 		return startBy
 	}
 	far := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
-	ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-late", Code: "instance-retirement", NotBefore: far})
+	ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-late", Code: "instance-retirement", NotBefore: far})
 	lead := far.Sub(startByOf(far))
 	t.Logf("the latest safe start is %s before the event (a replacement's time here, and the margin)", lead)
 	if lead < time.Hour || lead > time.Hour+10*time.Minute {
@@ -139,7 +139,7 @@ func TestCloudEventsReplaceAndRebootWithinTheWindow(t *testing.T) {
 	// EC2 moves the event: its latest safe start is now 20 seconds away.
 	soon := time.Now().Add(lead + 20*time.Second).UTC().Truncate(time.Second)
 	ec2.RemoveEvent(id, "instance-event-late")
-	ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-late", Code: "instance-retirement", NotBefore: soon})
+	ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-late", Code: "instance-retirement", NotBefore: soon})
 	startBy := startByOf(soon)
 	var began time.Time
 	testutil.Eventually(t, 2*time.Minute, 200*time.Millisecond, func() error {

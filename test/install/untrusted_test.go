@@ -21,7 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pitstop-dev/pitstop/internal/capi"
+	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
@@ -236,7 +236,7 @@ func capiCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	paths, err := filepath.Glob(repoPath(t, "internal", "capi", "testdata", "crds", "*.yaml"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no CRDs in internal/capi/testdata/crds: %v", err)
+		t.Fatalf("no CRDs in internal/controller/capi/testdata/crds: %v", err)
 	}
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, p := range paths {

@@ -22,9 +22,9 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -126,7 +126,7 @@ func (c *cluster) retire(m *machinev1beta1.Machine, eventID string) string {
 // MachineMaintenance once the poll has made it.
 func (c *cluster) retireID(id, eventID string) string {
 	c.t.Helper()
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: eventID, Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: eventID, Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, eventID)
 	c.awaitEventOnNode(name)
 	return name
@@ -578,7 +578,7 @@ func TestTwoSurgesOnOneSetAndARestartMidway(t *testing.T) {
 func TestReplaceWithoutSurgeDeletesTheMachine(t *testing.T) {
 	c := newCluster(t, "nosurge")
 	m, id := c.machine("worker-a", nil)
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-s", Code: "instance-stop", NotBefore: time.Now().Add(48 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-s", Code: "instance-stop", NotBefore: time.Now().Add(48 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-s")
 	c.awaitEventOnNode(name)
 	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{Surge: ptr.To(false)}}, c.ns+"-worker-a", c.ns, time.Now().Add(-time.Minute))
@@ -612,7 +612,7 @@ func TestRebootInstanceRebootsInPlace(t *testing.T) {
 	c := newCluster(t, "reboot")
 	_, id := c.machine("worker-a", nil)
 	nodeName := c.ns + "-worker-a"
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-b", Code: "instance-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-b", Code: "instance-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-b")
 	c.awaitEventOnNode(name)
 	// The instance comes back with a new boot ID.

@@ -21,10 +21,10 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/notify"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -46,9 +46,9 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	retire := now.Add(72 * time.Hour)
 	reboot := now.Add(48 * time.Hour)
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-0aa", Code: "instance-retirement", Description: "The instance is running on degraded hardware", NotBefore: retire})
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-0bb", Code: "system-reboot", Description: "scheduled reboot", NotBefore: reboot, NotAfter: reboot.Add(2 * time.Hour)})
-	c.ec2.ScheduleEvent(loneID, ec2fake.ScheduledEvent{ID: "instance-event-0cc", Code: "system-maintenance", Description: "network maintenance", NotBefore: now.Add(-time.Minute).Add(30 * time.Minute)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-0aa", Code: "instance-retirement", Description: "The instance is running on degraded hardware", NotBefore: retire})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-0bb", Code: "system-reboot", Description: "scheduled reboot", NotBefore: reboot, NotAfter: reboot.Add(2 * time.Hour)})
+	c.ec2.ScheduleEvent(loneID, ec2sim.ScheduledEvent{ID: "instance-event-0cc", Code: "system-maintenance", Description: "network maintenance", NotBefore: now.Add(-time.Minute).Add(30 * time.Minute)})
 
 	var calls int
 	eventually(t, func() error {
@@ -134,7 +134,7 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 	// The lone node's event started a minute... its start is in 29
 	// minutes; make it have passed, then vanish with nothing done: Missed.
 	c.ec2.RemoveEvent(loneID, "instance-event-0cc")
-	c.ec2.ScheduleEvent(loneID, ec2fake.ScheduledEvent{ID: "instance-event-0cc", Code: "system-maintenance", Description: "network maintenance", NotBefore: now.Add(-time.Hour)})
+	c.ec2.ScheduleEvent(loneID, ec2sim.ScheduledEvent{ID: "instance-event-0cc", Code: "system-maintenance", Description: "network maintenance", NotBefore: now.Add(-time.Hour)})
 	c.poll()
 	eventually(t, func() error {
 		lm, err := mmOf(t, c.ns, loneName)
@@ -191,7 +191,7 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 func TestAPollThatFailsChangesNothingAndSaysSo(t *testing.T) {
 	c := newCluster(t, "pollfail")
 	_, id := c.machine("worker-a", nil)
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-1", Code: "instance-stop", NotBefore: time.Now().Add(24 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-1", Code: "instance-stop", NotBefore: time.Now().Add(24 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-1")
 	eventually(t, func() error {
 		c.poll()
@@ -200,7 +200,7 @@ func TestAPollThatFailsChangesNothingAndSaysSo(t *testing.T) {
 	})
 	phaseIs(t, c.ns, name, pitstopv1alpha1.EventScheduled)
 
-	c.ec2.Fail("DescribeInstanceStatus", -1, ec2fake.Throttled)
+	c.ec2.Fail("DescribeInstanceStatus", -1, ec2sim.Throttled)
 	if _, err := c.poller.Poll(t.Context()); err == nil || !strings.Contains(err.Error(), "RequestLimitExceeded") {
 		t.Errorf("a failed poll returned %v", err)
 	}
@@ -240,8 +240,8 @@ func TestAPollThatFailsChangesNothingAndSaysSo(t *testing.T) {
 func TestFinishedObjectsAreKeptForTheRetentionThenRemoved(t *testing.T) {
 	c := newCluster(t, "retention", func(o *machinemaintenance.Options) { o.Retention = 3 * time.Second })
 	_, id := c.machine("worker-a", nil)
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-a", Code: "instance-stop", NotBefore: time.Now().Add(24 * time.Hour)})
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-b", Code: "system-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-a", Code: "instance-stop", NotBefore: time.Now().Add(24 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-b", Code: "system-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
 	a, b := machinemaintenance.ObjectName(id, "instance-event-a"), machinemaintenance.ObjectName(id, "instance-event-b")
 	eventually(t, func() error {
 		c.poll()
@@ -288,7 +288,7 @@ func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
 		}
 	})
 	_, id := c.machine("worker-a", nil)
-	c.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-r", Code: "instance-retirement", NotBefore: time.Now().Add(6 * time.Hour)})
+	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-r", Code: "instance-retirement", NotBefore: time.Now().Add(6 * time.Hour)})
 	name := machinemaintenance.ObjectName(id, "instance-event-r")
 	eventually(t, func() error {
 		c.poll()

@@ -25,7 +25,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -72,7 +72,7 @@ var namespaces atomic.Int32
 type cluster struct {
 	t      *testing.T
 	ns     string
-	ec2    *ec2fake.Server
+	ec2    *ec2sim.Server
 	poller *machinemaintenance.Poller
 	ctrl   *testutil.Controllers
 	opts   machinemaintenance.Options
@@ -93,7 +93,7 @@ func newCluster(t *testing.T, name string, edit ...func(*machinemaintenance.Opti
 // newClusterOf starts the controllers for c, set up as the test wants.
 func newClusterOf(t *testing.T, c *cluster, edit ...func(*machinemaintenance.Options)) *cluster {
 	t.Helper()
-	c.ec2 = ec2fake.New(t)
+	c.ec2 = ec2sim.New(t)
 	c.ec2.AddCredentials(accessKeyID, secretKey)
 	testutil.Create(t, env.Client, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: credsSecret},
@@ -177,7 +177,7 @@ func awsSpec() *runtime.RawExtension {
 // gives the instance the node's name as its private DNS name, as the
 // kubelet registers under it.
 func (c *cluster) instance(name string) (string, string) {
-	id := c.ec2.AddInstance(ec2fake.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: c.ns + "-" + name})
+	id := c.ec2.AddInstance(ec2sim.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: c.ns + "-" + name})
 	return id, "aws:///us-east-1a/" + id
 }
 

@@ -16,8 +16,8 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -153,7 +153,7 @@ func TestUntrustedNodeProviderIDDoesNotPickTheInstance(t *testing.T) {
 
 	// A node without a Machine whose instance EC2 knows as another
 	// node's.
-	otherID := c.ec2.AddInstance(ec2fake.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: "ip-10-0-9-9.ec2.internal"})
+	otherID := c.ec2.AddInstance(ec2sim.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: "ip-10-0-9-9.ec2.internal"})
 	forged := c.node("forged", "aws:///us-east-1a/"+otherID)
 	err = runUntilFailed(t, reboot, forged.Name, c.ns)
 	wantDNS := fmt.Sprintf("node %s's spec.providerID %q names instance %s, which aws names ip-10-0-9-9.ec2.internal (its private DNS name), not %s",
@@ -224,12 +224,12 @@ func TestUntrustedActionOnAnotherNodesMachineIsRefused(t *testing.T) {
 func TestUntrustedEventOnAnInstanceNoMachineOwnsStaysOffTheNode(t *testing.T) {
 	c := newCluster(t, "untrusted-event")
 	_, machineID := c.machine("worker-a", nil)
-	otherID := c.ec2.AddInstance(ec2fake.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: "ip-10-0-9-9.ec2.internal"})
+	otherID := c.ec2.AddInstance(ec2sim.Instance{ID: uniqueInstanceID(), Zone: "us-east-1a", PrivateDNS: "ip-10-0-9-9.ec2.internal"})
 	forged := c.node("forged", "aws:///us-east-1a/"+otherID)
 	copycat := c.node("zz-copycat", "aws:///us-east-1a/"+machineID) // listed after worker-a
 	soon := time.Now().Add(48 * time.Hour)
-	c.ec2.ScheduleEvent(otherID, ec2fake.ScheduledEvent{ID: "instance-event-f", Code: "instance-retirement", NotBefore: soon})
-	c.ec2.ScheduleEvent(machineID, ec2fake.ScheduledEvent{ID: "instance-event-m", Code: "instance-retirement", NotBefore: soon})
+	c.ec2.ScheduleEvent(otherID, ec2sim.ScheduledEvent{ID: "instance-event-f", Code: "instance-retirement", NotBefore: soon})
+	c.ec2.ScheduleEvent(machineID, ec2sim.ScheduledEvent{ID: "instance-event-m", Code: "instance-retirement", NotBefore: soon})
 
 	machineEvent := machinemaintenance.ObjectName(machineID, "instance-event-m")
 	c.awaitEventOnNode(machineEvent)

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
 	"github.com/pitstop-dev/pitstop/internal/manager"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 	"github.com/pitstop-dev/pitstop/internal/testutil/clustertest"
 )
@@ -37,13 +37,13 @@ func TestADeadlineAtRiskIsNotifiedByTheNodesProfiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ec2 := ec2fake.New(t)
+	ec2 := ec2sim.New(t)
 	ec2.AddCredentials("AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 	// EC2 knows the instance by the node's name (its private DNS name),
 	// as the kubelet registers under it.
-	id := ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a", PrivateDNS: "atrisk-0"})
+	id := ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a", PrivateDNS: "atrisk-0"})
 	notBefore := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Second)
-	ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-risk", Code: "instance-retirement", NotBefore: notBefore})
+	ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-risk", Code: "instance-retirement", NotBefore: notBefore})
 
 	hooks := &hookReceiver{bodies: map[string][]map[string]any{}}
 	srv := httptest.NewServer(hooks)

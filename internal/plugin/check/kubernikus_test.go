@@ -9,13 +9,13 @@ import (
 	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
+	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
+	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 )
 
-var osAccount = openstackfake.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
+var osAccount = openstacksim.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
 
-func cloudConf(s *openstackfake.Server) string {
+func cloudConf(s *openstacksim.Server) string {
 	return fmt.Sprintf("[Global]\nauth-url=%q\ndomain-name=%q\ntenant-id=%q\nusername=%q\npassword=%q\nregion=%q\n",
 		s.AuthURL(), osAccount.Domain, osAccount.Project, osAccount.User, osAccount.Password, osAccount.Region)
 }
@@ -25,8 +25,8 @@ func cloudConf(s *openstackfake.Server) string {
 // format, reached through Keystone's catalog) with the manager's account
 // or a Secret's, once for a fleet evaluated at once.
 func TestKubernikusCountComparesTheNodesWithTheNodePools(t *testing.T) {
-	api := openstackfake.New(t, osAccount)
-	api.SetCluster("k1", openstackfake.NodePool{Name: "small", Size: 2}, openstackfake.NodePool{Name: "large", Size: 1})
+	api := openstacksim.New(t, osAccount)
+	api.SetCluster("k1", openstacksim.NodePool{Name: "small", Size: 2}, openstacksim.NodePool{Name: "large", Size: 1})
 	file := filepath.Join(t.TempDir(), "cloudprovider.conf")
 	if err := os.WriteFile(file, []byte(cloudConf(api)), 0o600); err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 func TestCreateLaunchesTheInstanceTheSpecDescribes(t *testing.T) {
@@ -128,28 +128,28 @@ func TestCreateNeverLaunchesASecondInstance(t *testing.T) {
 		{
 			name: "the instance recorded in providerStatus is described by ID",
 			before: func(t *testing.T, acct *account) string {
-				return acct.ec2.AddInstance(ec2fake.Instance{InstanceType: "m6i.xlarge", Zone: "us-east-1a"})
+				return acct.ec2.AddInstance(ec2sim.Instance{InstanceType: "m6i.xlarge", Zone: "us-east-1a"})
 			},
 			edits: []func(*machinev1beta1.Machine){withStatus("i-00000000000000001")},
 		},
 		{
 			name: "the instance in spec.providerID is described by ID",
 			before: func(t *testing.T, acct *account) string {
-				return acct.ec2.AddInstance(ec2fake.Instance{InstanceType: "m6i.xlarge", Zone: "us-east-1a"})
+				return acct.ec2.AddInstance(ec2sim.Instance{InstanceType: "m6i.xlarge", Zone: "us-east-1a"})
 			},
 			edits: []func(*machinev1beta1.Machine){withProviderID("aws:///us-east-1a/i-00000000000000001")},
 		},
 		{
 			name: "an instance the tags do not find (EC2 is eventually consistent) comes back from RunInstances by client token",
 			before: func(t *testing.T, acct *account) string {
-				return acct.ec2.AddInstance(ec2fake.Instance{ImageID: ami, InstanceType: "m6i.xlarge", ClientToken: machineUID, State: ec2fake.StatePending})
+				return acct.ec2.AddInstance(ec2sim.Instance{ImageID: ami, InstanceType: "m6i.xlarge", ClientToken: machineUID, State: ec2sim.StatePending})
 			},
 			launches: 1,
 		},
 		{
 			name: "a machine without a cluster label finds its instance by client token",
 			before: func(t *testing.T, acct *account) string {
-				return acct.ec2.AddInstance(ec2fake.Instance{ClientToken: machineUID, Tags: map[string]string{"Name": "worker"}})
+				return acct.ec2.AddInstance(ec2sim.Instance{ClientToken: machineUID, Tags: map[string]string{"Name": "worker"}})
 			},
 			edits: []func(*machinev1beta1.Machine){withoutClusterLabel},
 		},
@@ -180,20 +180,20 @@ func TestCreateNeverLaunchesASecondInstance(t *testing.T) {
 func TestCreateLaunchesWhenOnlyAnotherMachinesInstanceMatchesTheName(t *testing.T) {
 	tests := []struct {
 		name     string
-		instance ec2fake.Instance
+		instance ec2sim.Instance
 		edits    []func(*machinev1beta1.Machine)
 	}{
 		{
 			name:     "an instance of the same name in another cluster",
-			instance: ec2fake.Instance{Tags: map[string]string{"Name": "worker", "kubernetes.io/cluster/other-cluster": "owned"}},
+			instance: ec2sim.Instance{Tags: map[string]string{"Name": "worker", "kubernetes.io/cluster/other-cluster": "owned"}},
 		},
 		{
 			name:     "a terminated instance of this machine's name and cluster",
-			instance: ec2fake.Instance{State: ec2fake.StateTerminated, Tags: ownedTags("worker")},
+			instance: ec2sim.Instance{State: ec2sim.StateTerminated, Tags: ownedTags("worker")},
 		},
 		{
 			name:     "an instance of the same name launched by someone else, for a machine without a cluster label",
-			instance: ec2fake.Instance{ClientToken: "someone-else", Tags: map[string]string{"Name": "worker"}},
+			instance: ec2sim.Instance{ClientToken: "someone-else", Tags: map[string]string{"Name": "worker"}},
 			edits:    []func(*machinev1beta1.Machine){withoutClusterLabel},
 		},
 	}
@@ -218,7 +218,7 @@ func TestCreateLaunchesWhenOnlyAnotherMachinesInstanceMatchesTheName(t *testing.
 
 func TestCreateReportsTheTerminatedInstanceOfTheSameMachineInsteadOfASecondOne(t *testing.T) {
 	acct := newAccount(t)
-	gone := acct.ec2.AddInstance(ec2fake.Instance{ClientToken: machineUID, State: ec2fake.StateTerminated})
+	gone := acct.ec2.AddInstance(ec2sim.Instance{ClientToken: machineUID, State: ec2sim.StateTerminated})
 
 	inst, err := acct.provider.Create(context.Background(), machine(t, "worker", workerSpec()))
 	if err != nil {
@@ -226,7 +226,7 @@ func TestCreateReportsTheTerminatedInstanceOfTheSameMachineInsteadOfASecondOne(t
 	}
 	// The Machine records it, then Describe finds it gone and the Machine
 	// fails, as for any instance that vanished.
-	if inst.ID != gone || inst.State != ec2fake.StateTerminated || inst.Running {
+	if inst.ID != gone || inst.State != ec2sim.StateTerminated || inst.Running {
 		t.Errorf("Create returned %s %s running=%t, want the terminated %s", inst.ID, inst.State, inst.Running, gone)
 	}
 	if n := len(acct.ec2.Instances()); n != 1 {
@@ -249,7 +249,7 @@ func TestCreateRetriesWhenEC2Throttles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			acct := newAccount(t, func(o *aws.Options) { o.RetryMaxAttempts = tt.maxAttempts })
-			acct.ec2.Fail("RunInstances", tt.throttles, ec2fake.Throttled)
+			acct.ec2.Fail("RunInstances", tt.throttles, ec2sim.Throttled)
 
 			inst, err := acct.provider.Create(context.Background(), machine(t, "worker", workerSpec()))
 

@@ -8,14 +8,14 @@ import (
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 func TestDelete(t *testing.T) {
 	tests := []struct {
 		name string
 		// instances are in the account before Delete.
-		instances []ec2fake.Instance
+		instances []ec2sim.Instance
 		edits     []func(*machinev1beta1.Machine)
 		// wantTerminated are the IDs Delete must have terminated;
 		// wantKept the ones it must not touch.
@@ -24,7 +24,7 @@ func TestDelete(t *testing.T) {
 	}{
 		{
 			name:               "terminates the instance recorded in providerStatus",
-			instances:          []ec2fake.Instance{{ID: "i-0aaaaaaaaaaaaaaaa"}, {ID: "i-0bbbbbbbbbbbbbbbb", Tags: ownedTags("worker")}},
+			instances:          []ec2sim.Instance{{ID: "i-0aaaaaaaaaaaaaaaa"}, {ID: "i-0bbbbbbbbbbbbbbbb", Tags: ownedTags("worker")}},
 			edits:              []func(*machinev1beta1.Machine){withStatus("i-0aaaaaaaaaaaaaaaa")},
 			wantTerminated:     []string{"i-0aaaaaaaaaaaaaaaa"},
 			wantKept:           []string{"i-0bbbbbbbbbbbbbbbb"},
@@ -37,9 +37,9 @@ func TestDelete(t *testing.T) {
 		},
 		{
 			name: "without a recorded instance, every live instance tagged for the machine is terminated",
-			instances: []ec2fake.Instance{
+			instances: []ec2sim.Instance{
 				{ID: "i-0aaaaaaaaaaaaaaaa", Tags: ownedTags("worker")},
-				{ID: "i-0bbbbbbbbbbbbbbbb", Tags: ownedTags("worker"), State: ec2fake.StatePending},
+				{ID: "i-0bbbbbbbbbbbbbbbb", Tags: ownedTags("worker"), State: ec2sim.StatePending},
 				{ID: "i-0cccccccccccccccc", Tags: ownedTags("other-worker")},
 			},
 			wantTerminated:     []string{"i-0aaaaaaaaaaaaaaaa", "i-0bbbbbbbbbbbbbbbb"},
@@ -48,7 +48,7 @@ func TestDelete(t *testing.T) {
 		},
 		{
 			name:      "without a recorded instance and none tagged, there is nothing to terminate",
-			instances: []ec2fake.Instance{{ID: "i-0cccccccccccccccc", Tags: ownedTags("other-worker")}},
+			instances: []ec2sim.Instance{{ID: "i-0cccccccccccccccc", Tags: ownedTags("other-worker")}},
 			wantKept:  []string{"i-0cccccccccccccccc"},
 		},
 	}
@@ -68,12 +68,12 @@ func TestDelete(t *testing.T) {
 				t.Errorf("%d TerminateInstances requests, want %d", n, tt.wantTerminateCalls)
 			}
 			for _, id := range tt.wantTerminated {
-				if i, _ := acct.ec2.Instance(id); i.State != ec2fake.StateTerminated {
+				if i, _ := acct.ec2.Instance(id); i.State != ec2sim.StateTerminated {
 					t.Errorf("instance %s is %s, want terminated", id, i.State)
 				}
 			}
 			for _, id := range tt.wantKept {
-				if i, _ := acct.ec2.Instance(id); i.State == ec2fake.StateTerminated {
+				if i, _ := acct.ec2.Instance(id); i.State == ec2sim.StateTerminated {
 					t.Errorf("instance %s, not this machine's, was terminated", id)
 				}
 			}
@@ -99,7 +99,7 @@ func TestDeleteAfterCreate(t *testing.T) {
 		t.Errorf("a second Delete: %v, want none", err)
 	}
 
-	if i, _ := acct.ec2.Instance(inst.ID); i.State != ec2fake.StateTerminated {
+	if i, _ := acct.ec2.Instance(inst.ID); i.State != ec2sim.StateTerminated {
 		t.Errorf("instance %s is %s, want terminated", inst.ID, i.State)
 	}
 	wantParams(t, acct.ec2.Requests("TerminateInstances")[0], map[string]string{"InstanceId.1": inst.ID})
@@ -107,15 +107,15 @@ func TestDeleteAfterCreate(t *testing.T) {
 
 func TestDeleteReportsOtherErrors(t *testing.T) {
 	acct := newAccount(t)
-	id := acct.ec2.AddInstance(ec2fake.Instance{})
-	acct.ec2.Fail("TerminateInstances", 1, ec2fake.Fault{Code: "OperationNotPermitted", Message: "The instance may not be terminated.", Status: 400})
+	id := acct.ec2.AddInstance(ec2sim.Instance{})
+	acct.ec2.Fail("TerminateInstances", 1, ec2sim.Fault{Code: "OperationNotPermitted", Message: "The instance may not be terminated.", Status: 400})
 
 	err := acct.provider.Delete(context.Background(), machine(t, "worker", workerSpec(), withStatus(id)))
 
 	if err == nil {
 		t.Fatal("Delete: no error, want OperationNotPermitted")
 	}
-	if i, _ := acct.ec2.Instance(id); i.State == ec2fake.StateTerminated {
+	if i, _ := acct.ec2.Instance(id); i.State == ec2sim.StateTerminated {
 		t.Errorf("instance %s terminated despite the error", id)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 func TestDescribeReportsTheInstanceState(t *testing.T) {
@@ -25,16 +25,16 @@ func TestDescribeReportsTheInstanceState(t *testing.T) {
 		wantRunning bool
 		wantPoll    time.Duration
 	}{
-		{state: ec2fake.StatePending, wantPoll: aws.PollTransitioning},
-		{state: ec2fake.StateRunning, wantRunning: true},
-		{state: ec2fake.StateStopping, wantPoll: aws.PollTransitioning},
-		{state: ec2fake.StateStopped},
-		{state: ec2fake.StateShuttingDown, wantPoll: aws.PollTransitioning},
+		{state: ec2sim.StatePending, wantPoll: aws.PollTransitioning},
+		{state: ec2sim.StateRunning, wantRunning: true},
+		{state: ec2sim.StateStopping, wantPoll: aws.PollTransitioning},
+		{state: ec2sim.StateStopped},
+		{state: ec2sim.StateShuttingDown, wantPoll: aws.PollTransitioning},
 	}
 	for _, tt := range tests {
 		t.Run("an instance that is "+tt.state, func(t *testing.T) {
 			acct := newAccount(t)
-			id := acct.ec2.AddInstance(ec2fake.Instance{InstanceType: "m6i.xlarge", Zone: "us-east-1b", State: tt.state, Tags: ownedTags("worker")})
+			id := acct.ec2.AddInstance(ec2sim.Instance{InstanceType: "m6i.xlarge", Zone: "us-east-1b", State: tt.state, Tags: ownedTags("worker")})
 
 			inst, err := acct.provider.Describe(context.Background(), machine(t, "worker", workerSpec()))
 			if err != nil {
@@ -57,7 +57,7 @@ func TestDescribeReportsTheInstanceState(t *testing.T) {
 
 func TestDescribeReportsEveryAddress(t *testing.T) {
 	acct := newAccount(t)
-	acct.ec2.AddInstance(ec2fake.Instance{
+	acct.ec2.AddInstance(ec2sim.Instance{
 		Zone: "us-east-1a", Tags: ownedTags("worker"),
 		PrivateIP: "10.0.1.20", PrivateDNS: "ip-10-0-1-20.ec2.internal", SecondaryPrivateIPs: []string{"10.0.1.21"},
 		PublicIP: "203.0.113.9", PublicDNS: "ec2-203-0-113-9.compute-1.amazonaws.com",
@@ -81,7 +81,7 @@ func TestDescribeReportsEveryAddress(t *testing.T) {
 
 func TestDescribeKeepsTheConditionsOfTheProviderStatus(t *testing.T) {
 	acct := newAccount(t)
-	id := acct.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+	id := acct.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
 	created := metav1.Condition{
 		Type: string(machinev1beta1.MachineCreation), Status: metav1.ConditionTrue,
 		Reason: machinev1beta1.MachineCreationSucceededConditionReason, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour)),
@@ -103,9 +103,9 @@ func TestDescribeFollowsNextTokenAcrossPages(t *testing.T) {
 	// Five instances of other machines launched first; EC2 filters within
 	// each page, so the first pages come back empty but for a nextToken.
 	for i := range 5 {
-		acct.ec2.AddInstance(ec2fake.Instance{Tags: ownedTags(fmt.Sprintf("other-%d", i))})
+		acct.ec2.AddInstance(ec2sim.Instance{Tags: ownedTags(fmt.Sprintf("other-%d", i))})
 	}
-	id := acct.ec2.AddInstance(ec2fake.Instance{Tags: ownedTags("worker")})
+	id := acct.ec2.AddInstance(ec2sim.Instance{Tags: ownedTags("worker")})
 	acct.ec2.SetPageSize(2)
 
 	inst, err := acct.provider.Describe(context.Background(), machine(t, "worker", workerSpec()))
@@ -134,8 +134,8 @@ func TestDescribeFollowsNextTokenAcrossPages(t *testing.T) {
 
 func TestDescribeNewestOfSeveralTaggedInstances(t *testing.T) {
 	acct := newAccount(t)
-	acct.ec2.AddInstance(ec2fake.Instance{Tags: ownedTags("worker")})
-	newer := acct.ec2.AddInstance(ec2fake.Instance{Tags: ownedTags("worker")})
+	acct.ec2.AddInstance(ec2sim.Instance{Tags: ownedTags("worker")})
+	newer := acct.ec2.AddInstance(ec2sim.Instance{Tags: ownedTags("worker")})
 
 	inst, err := acct.provider.Describe(context.Background(), machine(t, "worker", workerSpec()))
 	if err != nil {
@@ -149,7 +149,7 @@ func TestDescribeNewestOfSeveralTaggedInstances(t *testing.T) {
 func TestDescribeNotFound(t *testing.T) {
 	tests := []struct {
 		name     string
-		instance *ec2fake.Instance
+		instance *ec2sim.Instance
 		edits    []func(*machinev1beta1.Machine)
 	}{
 		{
@@ -158,17 +158,17 @@ func TestDescribeNotFound(t *testing.T) {
 		},
 		{
 			name:     "a terminated instance recorded in providerStatus",
-			instance: &ec2fake.Instance{ID: "i-0aaaaaaaaaaaaaaaa", State: ec2fake.StateTerminated, Tags: ownedTags("worker")},
+			instance: &ec2sim.Instance{ID: "i-0aaaaaaaaaaaaaaaa", State: ec2sim.StateTerminated, Tags: ownedTags("worker")},
 			edits:    []func(*machinev1beta1.Machine){withStatus("i-0aaaaaaaaaaaaaaaa")},
 		},
 		{
 			name:     "a terminated instance named in spec.providerID",
-			instance: &ec2fake.Instance{ID: "i-0aaaaaaaaaaaaaaaa", State: ec2fake.StateTerminated},
+			instance: &ec2sim.Instance{ID: "i-0aaaaaaaaaaaaaaaa", State: ec2sim.StateTerminated},
 			edits:    []func(*machinev1beta1.Machine){withProviderID("aws:///us-east-1a/i-0aaaaaaaaaaaaaaaa")},
 		},
 		{
 			name:     "a terminated instance found by its tags",
-			instance: &ec2fake.Instance{State: ec2fake.StateTerminated, Tags: ownedTags("worker")},
+			instance: &ec2sim.Instance{State: ec2sim.StateTerminated, Tags: ownedTags("worker")},
 		},
 		{
 			name: "no instance tagged for the machine",
@@ -192,7 +192,7 @@ func TestDescribeNotFound(t *testing.T) {
 
 func TestDescribeErrorsThatAreNotNotFound(t *testing.T) {
 	acct := newAccount(t)
-	acct.ec2.Fail("DescribeInstances", -1, ec2fake.Fault{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation.", Status: 403})
+	acct.ec2.Fail("DescribeInstances", -1, ec2sim.Fault{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation.", Status: 403})
 
 	_, err := acct.provider.Describe(context.Background(), machine(t, "worker", workerSpec(), withStatus("i-0123456789abcdef0")))
 

@@ -15,12 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 // eventsClient is an EC2 client of the fake, retrying throttling three
 // times without waiting.
-func eventsClient(f *ec2fake.Server) *ec2.Client {
+func eventsClient(f *ec2sim.Server) *ec2.Client {
 	return ec2.New(ec2.Options{
 		Region:       region,
 		BaseEndpoint: awssdk.String(f.URL),
@@ -39,23 +39,23 @@ func eventsClient(f *ec2fake.Server) *ec2.Client {
 // keeps completed and canceled events listed a while), and an instance
 // with two events has both.
 func TestScheduledEventsAreListedInAFewCalls(t *testing.T) {
-	f := ec2fake.New(t)
+	f := ec2sim.New(t)
 	f.AddCredentials(accessKeyID, secretKey)
 	cluster := map[string]bool{}
 	var ids []string
 	for i := range 2500 {
-		id := f.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+		id := f.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
 		ids = append(ids, id)
 		if i < 2000 {
 			cluster[id] = true
 		}
 	}
 	at := time.Date(2026, 12, 3, 2, 0, 0, 0, time.UTC)
-	f.ScheduleEvent(ids[10], ec2fake.ScheduledEvent{ID: "instance-event-0a", Code: "instance-retirement", Description: "The instance is running on degraded hardware", NotBefore: at, NotBeforeDeadline: at.Add(72 * time.Hour)})
-	f.ScheduleEvent(ids[10], ec2fake.ScheduledEvent{ID: "instance-event-0b", Code: "system-reboot", Description: "scheduled reboot", NotBefore: at.Add(time.Hour), NotAfter: at.Add(3 * time.Hour)})
-	f.ScheduleEvent(ids[1500], ec2fake.ScheduledEvent{ID: "instance-event-0c", Code: "instance-stop", Description: "[Completed] The instance is running on degraded hardware", NotBefore: at})
-	f.ScheduleEvent(ids[2200], ec2fake.ScheduledEvent{ID: "instance-event-0d", Code: "system-maintenance", Description: "not the cluster's", NotBefore: at})
-	f.SetState(ids[1500], ec2fake.StateStopped) // a stopped instance's events count too
+	f.ScheduleEvent(ids[10], ec2sim.ScheduledEvent{ID: "instance-event-0a", Code: "instance-retirement", Description: "The instance is running on degraded hardware", NotBefore: at, NotBeforeDeadline: at.Add(72 * time.Hour)})
+	f.ScheduleEvent(ids[10], ec2sim.ScheduledEvent{ID: "instance-event-0b", Code: "system-reboot", Description: "scheduled reboot", NotBefore: at.Add(time.Hour), NotAfter: at.Add(3 * time.Hour)})
+	f.ScheduleEvent(ids[1500], ec2sim.ScheduledEvent{ID: "instance-event-0c", Code: "instance-stop", Description: "[Completed] The instance is running on degraded hardware", NotBefore: at})
+	f.ScheduleEvent(ids[2200], ec2sim.ScheduledEvent{ID: "instance-event-0d", Code: "system-maintenance", Description: "not the cluster's", NotBefore: at})
+	f.SetState(ids[1500], ec2sim.StateStopped) // a stopped instance's events count too
 
 	events, err := aws.ScheduledEvents(context.Background(), eventsClient(f), cluster)
 	if err != nil {
@@ -86,19 +86,19 @@ func TestScheduledEventsAreListedInAFewCalls(t *testing.T) {
 // TestScheduledEventsRetryThrottlingAndReportErrors: a throttled call is
 // retried; one that keeps failing is an error, never an empty list.
 func TestScheduledEventsRetryThrottlingAndReportErrors(t *testing.T) {
-	f := ec2fake.New(t)
+	f := ec2sim.New(t)
 	f.AddCredentials(accessKeyID, secretKey)
-	id := f.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
-	f.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-1", Code: "system-reboot", NotBefore: time.Now().Add(time.Hour)})
+	id := f.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
+	f.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-1", Code: "system-reboot", NotBefore: time.Now().Add(time.Hour)})
 	c := eventsClient(f)
 
-	f.Fail("DescribeInstanceStatus", 2, ec2fake.Throttled)
+	f.Fail("DescribeInstanceStatus", 2, ec2sim.Throttled)
 	events, err := aws.ScheduledEvents(context.Background(), c, map[string]bool{id: true})
 	if err != nil || len(events) != 1 {
 		t.Fatalf("after two throttled calls: %v, %v; want the event", events, err)
 	}
 
-	f.Fail("DescribeInstanceStatus", -1, ec2fake.Fault{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation.", Status: 403})
+	f.Fail("DescribeInstanceStatus", -1, ec2sim.Fault{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation.", Status: 403})
 	events, err = aws.ScheduledEvents(context.Background(), c, map[string]bool{id: true})
 	if err == nil || events != nil {
 		t.Fatalf("refused: %v, %v; want an error and no list", events, err)
@@ -128,17 +128,17 @@ func TestScheduledEventsOfAsksOncePerRegionAndCredentials(t *testing.T) {
 	a := newAccount(t)
 	var targets []aws.Target
 	for i := range 3 {
-		id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
+		id := a.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
 		m := machine(t, "worker-"+strconv.Itoa(i), workerSpec(), withStatus(id))
 		target, ok := aws.MachineTarget(m)
 		if !ok || target.InstanceID != id || target.Region != region || target.CredentialsSecret != credsSecret {
 			t.Fatalf("MachineTarget(%s) = %+v, %v", m.Name, target, ok)
 		}
 		targets = append(targets, target)
-		a.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-" + strconv.Itoa(i), Code: "system-reboot", NotBefore: now.Add(time.Duration(i) * time.Hour)})
+		a.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-" + strconv.Itoa(i), Code: "system-reboot", NotBefore: now.Add(time.Duration(i) * time.Hour)})
 	}
 	for range 2 {
-		id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1b"})
+		id := a.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1b"})
 		target, ok := aws.NodeTarget("aws:///us-east-1b/" + id)
 		if !ok || target.InstanceID != id || target.Region != region {
 			t.Fatalf("NodeTarget = %+v, %v", target, ok)
@@ -162,7 +162,7 @@ func TestScheduledEventsOfAsksOncePerRegionAndCredentials(t *testing.T) {
 	}
 
 	// EC2 refusing every attempt fails every target of the group.
-	a.ec2.Fail("DescribeInstanceStatus", -1, ec2fake.Throttled)
+	a.ec2.Fail("DescribeInstanceStatus", -1, ec2sim.Throttled)
 	res = a.provider.ScheduledEventsOf(context.Background(), targets[:3])
 	if len(res.Events) != 0 || len(res.Failed) != 3 {
 		t.Errorf("throttled: %d events, failed %v; want none and all 3", len(res.Events), res.Failed)
@@ -190,9 +190,9 @@ func TestRegionOfZone(t *testing.T) {
 // stays scheduled; an instance that is not running cannot be rebooted.
 func TestRebootInstanceCompletesItsRebootEvent(t *testing.T) {
 	a := newAccount(t)
-	id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a"})
-	a.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-r", Code: "instance-reboot", Description: "scheduled reboot", NotBefore: now.Add(time.Hour)})
-	a.ec2.ScheduleEvent(id, ec2fake.ScheduledEvent{ID: "instance-event-x", Code: "instance-retirement", Description: "degraded hardware", NotBefore: now.Add(time.Hour)})
+	id := a.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
+	a.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-r", Code: "instance-reboot", Description: "scheduled reboot", NotBefore: now.Add(time.Hour)})
+	a.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-x", Code: "instance-retirement", Description: "degraded hardware", NotBefore: now.Add(time.Hour)})
 	var rebooted []string
 	a.ec2.OnReboot(func(id string) { rebooted = append(rebooted, id) })
 	m := machine(t, "worker-0", workerSpec(), withStatus(id))
@@ -211,7 +211,7 @@ func TestRebootInstanceCompletesItsRebootEvent(t *testing.T) {
 	if states["instance-reboot"] != aws.EventCompleted || states["instance-retirement"] != aws.EventScheduled {
 		t.Errorf("after the reboot: %v", states)
 	}
-	a.ec2.SetState(id, ec2fake.StateStopped)
+	a.ec2.SetState(id, ec2sim.StateStopped)
 	if err := a.provider.RebootInstance(context.Background(), target); err == nil || !strings.Contains(err.Error(), "IncorrectState") {
 		t.Errorf("rebooting a stopped instance: %v", err)
 	}
@@ -224,7 +224,7 @@ func TestPrivateDNSNamesReadsEC2sNameForEachInstance(t *testing.T) {
 	a := newAccount(t)
 	var targets []aws.Target
 	for i := range 2 {
-		id := a.ec2.AddInstance(ec2fake.Instance{Zone: "us-east-1a", PrivateDNS: "ip-10-0-0-" + strconv.Itoa(i) + ".ec2.internal"})
+		id := a.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a", PrivateDNS: "ip-10-0-0-" + strconv.Itoa(i) + ".ec2.internal"})
 		target, _ := aws.MachineTarget(machine(t, "named-"+strconv.Itoa(i), workerSpec(), withStatus(id)))
 		targets = append(targets, target)
 	}

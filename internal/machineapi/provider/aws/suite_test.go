@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws/ec2fake"
+	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
 // The account the tests run in: a cluster "demo-x7k2p" in us-east-1 with
@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 // account is a fake EC2 account with the Secrets of the Machines'
 // namespace, and an aws provider pointed at both.
 type account struct {
-	ec2      *ec2fake.Server
+	ec2      *ec2sim.Server
 	secrets  client.Client
 	provider *aws.Provider
 }
@@ -78,16 +78,16 @@ type account struct {
 // millisecond backoffs. edit adjusts the provider's options.
 func newAccount(t *testing.T, edit ...func(*aws.Options)) *account {
 	t.Helper()
-	f := ec2fake.New(t)
+	f := ec2sim.New(t)
 	f.AddCredentials(accessKeyID, secretKey)
-	f.AddImage(ec2fake.Image{ID: ami, Name: "rhcos-418", RootDeviceName: "/dev/xvda"})
-	f.AddSubnet(ec2fake.Subnet{ID: "subnet-0aa1", VPCID: "vpc-0d1", Zone: "us-east-1a", CIDR: "10.0.0.0/19",
+	f.AddImage(ec2sim.Image{ID: ami, Name: "rhcos-418", RootDeviceName: "/dev/xvda"})
+	f.AddSubnet(ec2sim.Subnet{ID: "subnet-0aa1", VPCID: "vpc-0d1", Zone: "us-east-1a", CIDR: "10.0.0.0/19",
 		Tags: map[string]string{"Name": clusterName + "-private-us-east-1a"}})
-	f.AddSubnet(ec2fake.Subnet{ID: "subnet-0bb2", VPCID: "vpc-0d1", Zone: "us-east-1b", CIDR: "10.0.32.0/19",
+	f.AddSubnet(ec2sim.Subnet{ID: "subnet-0bb2", VPCID: "vpc-0d1", Zone: "us-east-1b", CIDR: "10.0.32.0/19",
 		Tags: map[string]string{"Name": clusterName + "-private-us-east-1b"}})
-	f.AddSecurityGroup(ec2fake.SecurityGroup{ID: "sg-0node", Name: clusterName + "-node", VPCID: "vpc-0d1",
+	f.AddSecurityGroup(ec2sim.SecurityGroup{ID: "sg-0node", Name: clusterName + "-node", VPCID: "vpc-0d1",
 		Tags: map[string]string{"Name": clusterName + "-node"}})
-	f.AddSecurityGroup(ec2fake.SecurityGroup{ID: "sg-0lb", Name: clusterName + "-lb", VPCID: "vpc-0d1",
+	f.AddSecurityGroup(ec2sim.SecurityGroup{ID: "sg-0lb", Name: clusterName + "-lb", VPCID: "vpc-0d1",
 		Tags: map[string]string{"Name": clusterName + "-lb"}})
 	secrets := fake.NewClientBuilder().WithObjects(
 		secret(credsSecret, map[string]string{"aws_access_key_id": accessKeyID, "aws_secret_access_key": secretKey}),
@@ -190,7 +190,7 @@ func ownedTags(name string) map[string]string {
 
 // wantParams fails the test for every parameter the request did not send
 // as expected ("" means not sent).
-func wantParams(t *testing.T, req ec2fake.Request, want map[string]string) {
+func wantParams(t *testing.T, req ec2sim.Request, want map[string]string) {
 	t.Helper()
 	for k, v := range want {
 		if got := req.Params.Get(k); got != v {
@@ -201,7 +201,7 @@ func wantParams(t *testing.T, req ec2fake.Request, want map[string]string) {
 
 // only returns the single request for action, failing the test if there
 // is not exactly one.
-func only(t *testing.T, f *ec2fake.Server, action string) ec2fake.Request {
+func only(t *testing.T, f *ec2sim.Server, action string) ec2sim.Request {
 	t.Helper()
 	reqs := f.Requests(action)
 	if len(reqs) != 1 {

@@ -1,9 +1,9 @@
-// Package openstackfake is a local endpoint that speaks the wire format
+// Package openstacksim is a local endpoint that speaks the wire format
 // of the OpenStack APIs pitstop's Kubernikus integration calls: Keystone
 // v3 password tokens with a service catalog, Nova's server list and
 // show and delete, and the Kubernikus API's cluster. Tests drive it through the
 // real client library (gophercloud), as the real services would be.
-package openstackfake
+package openstacksim
 
 import (
 	"crypto/rand"

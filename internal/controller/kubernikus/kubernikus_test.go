@@ -22,11 +22,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
+	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -36,14 +36,14 @@ var env *testutil.Env
 
 func TestMain(m *testing.M) { testutil.Main(m, &env) }
 
-var account = openstackfake.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
+var account = openstacksim.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
 
 func eventually(t *testing.T, check func() error) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, 50*time.Millisecond, check)
 }
 
-func cloudConf(os *openstackfake.Server) string {
+func cloudConf(os *openstacksim.Server) string {
 	return fmt.Sprintf("[Global]\nauth-url=%q\ndomain-name=%q\ntenant-id=%q\nusername=%q\npassword=%q\nregion=%q\n",
 		os.AuthURL(), account.Domain, account.Project, account.User, account.Password, account.Region)
 }
@@ -125,7 +125,7 @@ func reasons(t *testing.T, name string) []string {
 // or newer, is true; the same version (build metadata aside) is false; a
 // version that does not parse leaves the node unlabelled.
 func TestKubeletVersionsAreComparedWithTheAPIServers(t *testing.T) {
-	fake := openstackfake.New(t, account)
+	fake := openstacksim.New(t, account)
 	same := serverVersion(t)
 	node(t, "kn-older", "v1.20.0", "", nil)
 	node(t, "kn-newer", "v9.0.0", "", nil)
@@ -151,7 +151,7 @@ func TestKubeletVersionsAreComparedWithTheAPIServers(t *testing.T) {
 // goes too. Taken off before the server is deleted (a PodDisruptionBudget
 // holds the drain), the label gives the node back.
 func TestDeleteNodeDrainsThenDeletesTheServer(t *testing.T) {
-	fake := openstackfake.New(t, account)
+	fake := openstacksim.New(t, account)
 	id := fake.AddServer("kn-del")
 	fake.AddServer("kn-del0")
 	keep := fake.AddServer("kn-keep")
@@ -227,7 +227,7 @@ func TestDeleteNodeDrainsThenDeletesTheServer(t *testing.T) {
 // TestTheAccountCanComeFromASecret: cloudProviderSecret names the
 // cluster's cloud-config Secret; no file is read.
 func TestTheAccountCanComeFromASecret(t *testing.T) {
-	fake := openstackfake.New(t, account)
+	fake := openstacksim.New(t, account)
 	id := fake.AddServer("kn-secret")
 	node(t, "kn-secret", serverVersion(t), id, map[string]string{kubernikus.LabelDeleteNode: "true"})
 	ns := testutil.Namespace(t, env.Client, "kubernikus-secret")
@@ -252,8 +252,8 @@ func TestTheAccountCanComeFromASecret(t *testing.T) {
 // replaced, never two at once, and the second only once the pool is full
 // again.
 func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
-	fake := openstackfake.New(t, account)
-	fake.SetCluster("pool-test", openstackfake.NodePool{Name: "workers", Size: 2})
+	fake := openstacksim.New(t, account)
+	fake.SetCluster("pool-test", openstacksim.NodePool{Name: "workers", Size: 2})
 	current := serverVersion(t)
 	pool := map[string]string{"pool": "kp"}
 	for _, n := range []string{"kp-1", "kp-2"} {

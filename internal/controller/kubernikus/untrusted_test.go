@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus"
-	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
+	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
+	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 
@@ -43,7 +43,7 @@ func kubernikusDrains(ctx context.Context) (int, error) {
 // not one of another Kubernikus cluster. Each is refused with an Event
 // before any drain. A node whose links agree is deleted as before.
 func TestUntrustedNodeNamesPickNoServer(t *testing.T) {
-	fake := openstackfake.New(t, account)
+	fake := openstacksim.New(t, account)
 	db := fake.AddServer("kn-prod-db")          // outside the cluster
 	web := fake.AddServer("kn-web")             // another node's server
 	other := fake.AddServer("kn-other-cluster") // a node of another cluster
@@ -96,7 +96,7 @@ func TestUntrustedNodeNamesPickNoServer(t *testing.T) {
 // deletes one node at a time, the integration's budget (maxMaintenance,
 // default 1): the next drain starts only once the last node is gone.
 func TestUntrustedDeleteNodeLabelsDrainOneAtATime(t *testing.T) {
-	fake := openstackfake.New(t, account)
+	fake := openstacksim.New(t, account)
 	v := serverVersion(t)
 	names := []string{"kn-three-a", "kn-three-b", "kn-three-c"}
 	for _, name := range names {
@@ -172,7 +172,7 @@ func TestUntrustedDeleteNodeLabelsDrainOneAtATime(t *testing.T) {
 // it down (quorum 2): its drain is held back by the quorum guard and its
 // server stays.
 func TestUntrustedDeleteNodeKeepsControlPlaneQuorum(t *testing.T) {
-	fake := openstackfake.New(t, account)
+	fake := openstacksim.New(t, account)
 	v := serverVersion(t)
 	ids := map[string]string{}
 	for _, name := range []string{"kn-cp-a", "kn-cp-b", "kn-cp-c"} {

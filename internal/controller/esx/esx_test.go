@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/esx"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/esx"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 

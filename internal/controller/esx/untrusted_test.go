@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/controller/esx"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/esx"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
 

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
+	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 )
 
-var testAccount = openstackfake.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
+var testAccount = openstacksim.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
 
-func cloudConfig(os *openstackfake.Server) CloudConfig {
+func cloudConfig(os *openstacksim.Server) CloudConfig {
 	return CloudConfig{AuthURL: os.AuthURL(), DomainName: testAccount.Domain, TenantID: testAccount.Project, Username: testAccount.User, Password: testAccount.Password, Region: testAccount.Region}
 }
 
@@ -17,7 +17,7 @@ func cloudConfig(os *openstackfake.Server) CloudConfig {
 // metadata, and deleted, by its ID; one gone is nil, and deleting it again
 // no error.
 func TestServersAreReadAndDeletedByID(t *testing.T) {
-	os := openstackfake.New(t, testAccount)
+	os := openstacksim.New(t, testAccount)
 	id := os.AddServer("node-1")
 	os.SetMetadata(id, map[string]string{MetadataCluster: "k1", MetadataPool: "small"})
 	os.AddServer("node-1") // same name, other server: untouched
@@ -43,8 +43,8 @@ func TestServersAreReadAndDeletedByID(t *testing.T) {
 // TestNodePoolsReadsTheClusterAndLogsInAgainOnExpiry: one token serves the
 // calls until it expires; then the client logs in again by itself.
 func TestNodePoolsReadsTheClusterAndLogsInAgainOnExpiry(t *testing.T) {
-	os := openstackfake.New(t, testAccount)
-	os.SetCluster("k1", openstackfake.NodePool{Name: "a", Size: 2}, openstackfake.NodePool{Name: "b", Size: 3})
+	os := openstacksim.New(t, testAccount)
+	os.SetCluster("k1", openstacksim.NodePool{Name: "a", Size: 2}, openstacksim.NodePool{Name: "b", Size: 3})
 	a := NewAccounts()
 	for range 3 {
 		pools, err := a.NodePools(t.Context(), cloudConfig(os), "k1")
@@ -68,7 +68,7 @@ func TestNodePoolsReadsTheClusterAndLogsInAgainOnExpiry(t *testing.T) {
 }
 
 func TestAWrongPasswordIsAnErrorWithoutIt(t *testing.T) {
-	os := openstackfake.New(t, testAccount)
+	os := openstacksim.New(t, testAccount)
 	cfg := cloudConfig(os)
 	cfg.Password = "n0t-the-Passw0rd"
 	_, err := NewAccounts().NodePools(t.Context(), cfg, "k1")

@@ -1,4 +1,4 @@
-package ec2fake
+package ec2sim
 
 import (
 	"fmt"

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pitstop-dev/pitstop/internal/kubernikus/openstackfake"
+	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 )
 
 // FuzzTarget finds the Nova server Kubernikus's delete-node deletes, as
@@ -21,7 +21,7 @@ import (
 // region, carrying the node's name and, when the configuration names the
 // Kubernikus cluster, that cluster's metadata: every link agrees.
 func FuzzTarget(f *testing.F) {
-	os := openstackfake.New(f, testAccount)
+	os := openstacksim.New(f, testAccount)
 	r := &Reconciler{opts: Options{Accounts: NewAccounts()}}
 	cc := cloudConfig(os)
 	f.Add("kks-small-1", "openstack:///{0}", "", "kks-small-1", "kks", "database-1", "kks", "kks-small-1", "other")
@@ -87,7 +87,7 @@ func FuzzTarget(f *testing.F) {
 // that server's name while it would delete by the ID as written. The
 // server Nova answers with must be the one asked for.
 func TestUntrustedProviderIDAsksNovaForAnotherServer(t *testing.T) {
-	os := openstackfake.New(t, testAccount)
+	os := openstacksim.New(t, testAccount)
 	id := os.AddServer("kks-small-1")
 	os.SetMetadata(id, map[string]string{MetadataCluster: "kks"})
 	r := &Reconciler{opts: Options{Accounts: NewAccounts()}}
