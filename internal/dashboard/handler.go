@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 )
@@ -32,15 +32,15 @@ type Handler struct {
 	mux       *http.ServeMux
 	// clusters lists the Cluster API bridge's workload clusters; nil
 	// without --cluster-api.
-	clusters func(context.Context) ([]capi.ClusterView, error)
+	clusters func(context.Context) ([]clusterapi.ClusterView, error)
 	// labels are the node labels /api/v1/info shows.
 	labels []string
 }
 
 // Clusters is the answer of GET /api/v1/clusters.
 type Clusters struct {
-	Generated time.Time          `json:"generated"`
-	Clusters  []capi.ClusterView `json:"clusters"`
+	Generated time.Time                `json:"generated"`
+	Clusters  []clusterapi.ClusterView `json:"clusters"`
 }
 
 // Fleet is the answer of GET /api/v1/fleet.
@@ -89,7 +89,7 @@ func NewHandler(reader, events client.Reader, evaluator *fleet.Evaluator) *Handl
 
 // ServeClusters shows the Cluster API bridge's workload clusters, listed
 // by view.
-func (h *Handler) ServeClusters(view func(context.Context) ([]capi.ClusterView, error)) {
+func (h *Handler) ServeClusters(view func(context.Context) ([]clusterapi.ClusterView, error)) {
 	h.clusters = view
 }
 

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
@@ -114,17 +114,17 @@ func clusterAPIMachine(ctx context.Context, reader client.Reader, m *clusterv1.M
 		r.Phase = "-"
 	}
 	c := &ClusterAPIMachine{
-		Cluster: capi.ClusterOf(m), OptedIn: m.Labels[capi.LabelEnabled] == "true", Held: m.Annotations[capi.AnnotationHook] != "",
-		Deleting: !m.DeletionTimestamp.IsZero(), Maintenance: m.Labels[capi.LabelMaintenance],
+		Cluster: clusterapi.ClusterOf(m), OptedIn: m.Labels[clusterapi.LabelEnabled] == "true", Held: m.Annotations[clusterapi.AnnotationHook] != "",
+		Deleting: !m.DeletionTimestamp.IsZero(), Maintenance: m.Labels[clusterapi.LabelMaintenance],
 	}
-	if cond := meta.FindStatusCondition(m.Status.Conditions, capi.ConditionWorkloadReachable); cond != nil && cond.Status == metav1.ConditionFalse {
+	if cond := meta.FindStatusCondition(m.Status.Conditions, clusterapi.ConditionWorkloadReachable); cond != nil && cond.Status == metav1.ConditionFalse {
 		c.Unreachable = cond.Message
 	}
 	r.ClusterAPI = c
 	if r.NodeName == "" {
 		return r, nil
 	}
-	wl, err := capi.WorkloadClient(ctx, reader, m, client.Options{Scheme: scheme.New()})
+	wl, err := clusterapi.WorkloadClient(ctx, reader, m, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		c.WorkloadError = err.Error()
 		return r, nil
@@ -171,11 +171,11 @@ func (r *MachineReport) writeClusterAPI(w io.Writer) error {
 	p.line(0, "Machine %s (Cluster API, workload cluster %s): %s, %s", r.Machine, c.Cluster, r.Phase, node)
 	switch {
 	case !c.OptedIn && c.Held:
-		p.line(1, "not opted in (%s), but still held by pitstop's pre-drain hook: pitstop removes it", capi.LabelEnabled)
+		p.line(1, "not opted in (%s), but still held by pitstop's pre-drain hook: pitstop removes it", clusterapi.LabelEnabled)
 	case !c.OptedIn:
-		p.line(1, "not opted in (%s is not \"true\"): Cluster API drains and deletes it on its own", capi.LabelEnabled)
+		p.line(1, "not opted in (%s is not \"true\"): Cluster API drains and deletes it on its own", clusterapi.LabelEnabled)
 	case c.Deleting && c.Held:
-		p.line(1, "being deleted: held by pitstop's pre-drain hook until the workload node carries %s=true", capi.LabelApproveDeletion)
+		p.line(1, "being deleted: held by pitstop's pre-drain hook until the workload node carries %s=true", clusterapi.LabelApproveDeletion)
 	case c.Deleting:
 		p.line(1, "being deleted: the workload node approved (or has none); Cluster API drains and deletes it")
 	case c.Held:
@@ -184,9 +184,9 @@ func (r *MachineReport) writeClusterAPI(w io.Writer) error {
 		p.line(1, "opted in, not held yet: its workload node carries no maintenance state (pitstop.dev/state or cloud.sap/maintenance-state)")
 	}
 	switch c.Maintenance {
-	case capi.MaintenanceRequested:
-		p.line(1, "maintenance requested: waiting for the workload node to carry %s=true", capi.LabelApproveMaintenance)
-	case capi.MaintenanceApproved:
+	case clusterapi.MaintenanceRequested:
+		p.line(1, "maintenance requested: waiting for the workload node to carry %s=true", clusterapi.LabelApproveMaintenance)
+	case clusterapi.MaintenanceApproved:
 		p.line(1, "maintenance approved by the workload node")
 	}
 	if c.Unreachable != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net"
 	"net/http"
 	"net/url"
@@ -491,7 +492,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 			return nil, fmt.Errorf("setting up the Machine API controllers (--machine-api): %w", err)
 		}
 	}
-	var clusters *capi.Clusters
+	var clusters *clusterapi.Clusters
 	if opts.ClusterAPI {
 		if clusters, err = capi.Setup(mgr, capi.Options{Metal3: opts.Metal3}); err != nil {
 			return nil, fmt.Errorf("setting up the Cluster API bridge (--cluster-api): %w", err)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pitstop-dev/pitstop/internal/access"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 )
@@ -48,13 +48,15 @@ func metricsOptions(opts Options, cert *servingCert) metricsserver.Options {
 // only requests for localhost (dashboard.LocalHosts). Off it, it serves
 // HTTPS only, with cert, and a request needs a bearer token as
 // opts.Tokens says, of a user allowed to get dashboard.AccessPath.
-func setupDashboard(mgr ctrl.Manager, opts Options, profiles *profile.Reconciler, clusters *capi.Clusters, cert *servingCert, log logr.Logger) error {
+func setupDashboard(mgr ctrl.Manager, opts Options, profiles *profile.Reconciler, clusters *clusterapi.Clusters, cert *servingCert, log logr.Logger) error {
 	addr := opts.DashboardAddr
 	log = log.WithName("dashboard")
 	dh := dashboard.NewHandler(mgr.GetClient(), mgr.GetAPIReader(), profiles.Evaluator(mgr.GetClient()))
 	dh.ShowLabels(opts.DashboardLabels)
 	if clusters != nil {
-		dh.ServeClusters(func(ctx context.Context) ([]capi.ClusterView, error) { return clusters.View(ctx, mgr.GetClient()) })
+		dh.ServeClusters(func(ctx context.Context) ([]clusterapi.ClusterView, error) {
+			return clusters.View(ctx, mgr.GetClient())
+		})
 	}
 	server := &dashboard.Server{Addr: addr, Log: log}
 	if offLoopback(addr) {

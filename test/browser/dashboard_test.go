@@ -28,7 +28,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -237,7 +237,7 @@ func clusterAPI(t *testing.T, cluster *localcluster.Cluster, c client.Client) {
 	for i := range 4 {
 		node := fmt.Sprintf("worker-%03d", i)
 		m := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "dash", Name: "m-" + node, Labels: map[string]string{capi.LabelEnabled: "true"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "dash", Name: "m-" + node, Labels: map[string]string{clusterapi.LabelEnabled: "true"}},
 			Spec: clusterv1.MachineSpec{ClusterName: "self", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KwokMachine", Name: node}},
 		}

@@ -33,7 +33,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -143,7 +143,7 @@ func TestClusterAPIDeletionWaitsForTheWorkloadProfile(t *testing.T) {
 		if err := wc.Get(ctx, client.ObjectKey{Name: target}, n); err != nil {
 			return err
 		}
-		if n.Labels[capi.LabelMachineDeleted] != "true" {
+		if n.Labels[clusterapi.LabelMachineDeleted] != "true" {
 			return fmt.Errorf("node %s not labelled machine-deleted yet", target)
 		}
 		return nil
@@ -188,7 +188,7 @@ func TestClusterAPIDeletionWaitsForTheWorkloadProfile(t *testing.T) {
 			if releasedAt.IsZero() {
 				m := &clusterv1.Machine{}
 				err := mc.Get(ctx, client.ObjectKey{Namespace: cns, Name: machineOf[target]}, m)
-				if _, held := m.Annotations[capi.AnnotationHook]; apierrors.IsNotFound(err) || (err == nil && !held) {
+				if _, held := m.Annotations[clusterapi.AnnotationHook]; apierrors.IsNotFound(err) || (err == nil && !held) {
 					releasedAt = now
 				}
 			}
@@ -233,14 +233,14 @@ func TestClusterAPIDeletionWaitsForTheWorkloadProfile(t *testing.T) {
 	}
 	m := machineOf[other]
 	patchJSON(t, mc, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: cns, Name: m}},
-		map[string]any{"metadata": map[string]any{"labels": map[string]string{capi.LabelMaintenance: capi.MaintenanceRequested}}})
+		map[string]any{"metadata": map[string]any{"labels": map[string]string{clusterapi.LabelMaintenance: clusterapi.MaintenanceRequested}}})
 	testutil.Eventually(t, 2*time.Minute, 100*time.Millisecond, func() error {
 		got := &clusterv1.Machine{}
 		if err := mc.Get(ctx, client.ObjectKey{Namespace: cns, Name: m}, got); err != nil {
 			return err
 		}
-		if got.Labels[capi.LabelMaintenance] != capi.MaintenanceApproved {
-			return fmt.Errorf("maintenance of %s %q", m, got.Labels[capi.LabelMaintenance])
+		if got.Labels[clusterapi.LabelMaintenance] != clusterapi.MaintenanceApproved {
+			return fmt.Errorf("maintenance of %s %q", m, got.Labels[clusterapi.LabelMaintenance])
 		}
 		return nil
 	})
@@ -252,13 +252,13 @@ func TestClusterAPIDeletionWaitsForTheWorkloadProfile(t *testing.T) {
 		t.Errorf("approved, but node %s is cordoned=%v, %s=%q", other, n.Spec.Unschedulable, pitstopv1alpha1.LabelSeedState, n.Labels[pitstopv1alpha1.LabelSeedState])
 	}
 	patchJSON(t, mc, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: cns, Name: m}},
-		map[string]any{"metadata": map[string]any{"labels": map[string]any{capi.LabelMaintenance: nil}}})
+		map[string]any{"metadata": map[string]any{"labels": map[string]any{clusterapi.LabelMaintenance: nil}}})
 	testutil.Eventually(t, time.Minute, 100*time.Millisecond, func() error {
 		n := &corev1.Node{}
 		if err := wc.Get(ctx, client.ObjectKey{Name: other}, n); err != nil {
 			return err
 		}
-		if n.Spec.Unschedulable || n.Labels[capi.LabelMachineMaintenance] != "" || n.Labels[capi.LabelApproveMaintenance] != "" ||
+		if n.Spec.Unschedulable || n.Labels[clusterapi.LabelMachineMaintenance] != "" || n.Labels[clusterapi.LabelApproveMaintenance] != "" ||
 			n.Labels[pitstopv1alpha1.LabelState] != string(pitstopv1alpha1.StateOperational) {
 			return fmt.Errorf("node %s: cordoned %v, labels %v", other, n.Spec.Unschedulable, n.Labels)
 		}
@@ -377,7 +377,7 @@ func createMachine(t *testing.T, c client.Client, ns, name, providerID string) {
 	}
 	testutil.Create(t, c, &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{capi.LabelEnabled: "true", clusterv1.ClusterNameLabel: "shop"}},
+			Labels: map[string]string{clusterapi.LabelEnabled: "true", clusterv1.ClusterNameLabel: "shop"}},
 		Spec: clusterv1.MachineSpec{ClusterName: "shop", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KwokMachine", Name: name}},
 	})
@@ -473,7 +473,7 @@ func awaitHook(t *testing.T, c client.Client, ns, name string, want bool, within
 		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
 			return err
 		}
-		if _, ok := m.Annotations[capi.AnnotationHook]; ok != want {
+		if _, ok := m.Annotations[clusterapi.AnnotationHook]; ok != want {
 			return fmt.Errorf("Machine %s: hook present %v, want %v", name, ok, want)
 		}
 		return nil

@@ -21,7 +21,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/install"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/scheme"
@@ -197,7 +197,7 @@ func TestUntrustedServiceAccountReadsSecretsOnlyInListedNamespaces(t *testing.T)
 	for _, ns := range []string{listed, tenant} {
 		m := &clusterv1.Machine{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "worker-0",
-				Labels: map[string]string{capi.LabelEnabled: "true", clusterv1.ClusterNameLabel: "nokube"}},
+				Labels: map[string]string{clusterapi.LabelEnabled: "true", clusterv1.ClusterNameLabel: "nokube"}},
 			Spec: clusterv1.MachineSpec{
 				ClusterName:       "nokube",
 				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
@@ -215,7 +215,7 @@ func TestUntrustedServiceAccountReadsSecretsOnlyInListedNamespaces(t *testing.T)
 		if err := c.Get(t.Context(), client.ObjectKeyFromObject(machines[ns]), m); err != nil {
 			t.Fatal(err)
 		}
-		return meta.FindStatusCondition(m.Status.Conditions, capi.ConditionWorkloadReachable)
+		return meta.FindStatusCondition(m.Status.Conditions, clusterapi.ConditionWorkloadReachable)
 	}
 	for deadline := time.Now().Add(time.Minute); reported(listed) == nil; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -38,13 +38,13 @@ func TestNothingWithoutAMaintenanceControllerOnTheNode(t *testing.T) {
 	w.machine("m-1", w.ns+"-n1", map[string]string{pitstopv1alpha1.LabelSeedState: "operational"})
 	w.hookIs("m-1", true)
 	time.Sleep(time.Second)
-	if _, ok := w.get("m-0").Annotations[capi.AnnotationHook]; ok {
+	if _, ok := w.get("m-0").Annotations[clusterapi.AnnotationHook]; ok {
 		t.Fatal("a Machine whose Node has no maintenance state got the hook")
 	}
 	labelNode(t, w.ns+"-n0", map[string]*string{pitstopv1alpha1.LabelState: ptr.To("operational")})
 	w.hookIs("m-0", true)
-	if c := meta.FindStatusCondition(w.get("m-0").Status.Conditions, capi.ConditionWorkloadReachable); c == nil || c.Status != metav1.ConditionTrue {
-		t.Errorf("condition %s = %+v, want True", capi.ConditionWorkloadReachable, c)
+	if c := meta.FindStatusCondition(w.get("m-0").Status.Conditions, clusterapi.ConditionWorkloadReachable); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("condition %s = %+v, want True", clusterapi.ConditionWorkloadReachable, c)
 	}
 	// One connection for the cluster while it has opted-in Machines; none
 	// once the last is opted out.
@@ -52,7 +52,7 @@ func TestNothingWithoutAMaintenanceControllerOnTheNode(t *testing.T) {
 		t.Errorf("%d connections, want 1", n)
 	}
 	for _, m := range []string{"m-0", "m-1"} {
-		w.patchMachine(m, map[string]map[string]*string{"labels": {capi.LabelEnabled: nil}})
+		w.patchMachine(m, map[string]map[string]*string{"labels": {clusterapi.LabelEnabled: nil}})
 		w.hookIs(m, false)
 	}
 	testutil.Eventually(t, 10*time.Second, interval, func() error {
@@ -76,21 +76,23 @@ func TestADeletionWaitsForTheNodesApprovalAcrossARestart(t *testing.T) {
 	if err := mgmtClient.Delete(t.Context(), w.get("m-0")); err != nil {
 		t.Fatal(err)
 	}
-	nodeLabelIs(t, node, capi.LabelMachineDeleted, "true")
+	nodeLabelIs(t, node, clusterapi.LabelMachineDeleted, "true")
 	w.restart()
 	time.Sleep(time.Second)
 	w.hookIs("m-0", true)
-	labelNode(t, node, map[string]*string{capi.LabelApproveDeletion: ptr.To("true")})
+	labelNode(t, node, map[string]*string{clusterapi.LabelApproveDeletion: ptr.To("true")})
 	w.hookIs("m-0", false)
 
 	w.machine("m-1", w.ns+"-n1", stateLabel)
 	w.hookIs("m-1", true)
-	w.patchMachine("m-1", map[string]map[string]*string{"labels": {capi.LabelEnabled: nil}})
+	w.patchMachine("m-1", map[string]map[string]*string{"labels": {clusterapi.LabelEnabled: nil}})
 	w.hookIs("m-1", false)
 
 	// A Machine that never got a Node but carries the hook (from an
 	// earlier Node) is let go when deleted.
-	w.machine("m-2", "", nil, func(m *clusterv1.Machine) { m.Annotations = map[string]string{capi.AnnotationHook: capi.HookOwner} })
+	w.machine("m-2", "", nil, func(m *clusterv1.Machine) {
+		m.Annotations = map[string]string{clusterapi.AnnotationHook: clusterapi.HookOwner}
+	})
 	if err := mgmtClient.Delete(t.Context(), w.get("m-2")); err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +109,8 @@ func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 	w.bareMetalHost("", "host-0", "m-0")
 	w.machine("m-0", node, stateLabel, onMetal3("host-0"))
 	w.hookIs("m-0", true)
-	w.patchMachine("m-0", map[string]map[string]*string{"labels": {capi.LabelMaintenance: ptr.To(capi.MaintenanceRequested)}})
-	nodeLabelIs(t, node, capi.LabelMachineMaintenance, "true")
+	w.patchMachine("m-0", map[string]map[string]*string{"labels": {clusterapi.LabelMaintenance: ptr.To(clusterapi.MaintenanceRequested)}})
+	nodeLabelIs(t, node, clusterapi.LabelMachineMaintenance, "true")
 	// pitstop explain machine, in the management cluster, shows the
 	// request and the workload node's report.
 	text := explainMachine(t, w.ns+"/m-0")
@@ -122,7 +124,9 @@ func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 	// The dashboard's clusters page: the cluster, the Machine, its
 	// node's state.
 	h := dashboard.NewHandler(mgmtClient, mgmtClient, fleet.NewEvaluator(mgmtClient, check.Deps{}))
-	h.ServeClusters(func(ctx context.Context) ([]capi.ClusterView, error) { return w.clusters.View(ctx, w.ctrl.GetClient()) })
+	h.ServeClusters(func(ctx context.Context) ([]clusterapi.ClusterView, error) {
+		return w.clusters.View(ctx, w.ctrl.GetClient())
+	})
 	testutil.Eventually(t, 10*time.Second, interval, func() error {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/clusters", nil))
@@ -130,7 +134,7 @@ func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
 			return fmt.Errorf("%d %s", rec.Code, rec.Body.String())
 		}
-		var cl *capi.ClusterView
+		var cl *clusterapi.ClusterView
 		for i := range got.Clusters {
 			if got.Clusters[i].Cluster == w.ns+"/wl" {
 				cl = &got.Clusters[i]
@@ -139,18 +143,18 @@ func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 		if cl == nil || !cl.Connected || len(cl.Machines) != 1 {
 			return fmt.Errorf("clusters %+v", got.Clusters)
 		}
-		if m := cl.Machines[0]; m.Machine != "m-0" || m.Node != node || m.State != "operational" || m.Maintenance != capi.MaintenanceRequested || !m.Held {
+		if m := cl.Machines[0]; m.Machine != "m-0" || m.Node != node || m.State != "operational" || m.Maintenance != clusterapi.MaintenanceRequested || !m.Held {
 			return fmt.Errorf("machine %+v", m)
 		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond)
-	if w.get("m-0").Labels[capi.LabelMaintenance] != capi.MaintenanceRequested || w.rebootAnnotated("host-0") {
+	if w.get("m-0").Labels[clusterapi.LabelMaintenance] != clusterapi.MaintenanceRequested || w.rebootAnnotated("host-0") {
 		t.Fatal("approved, or the host rebooted, before the Node approved")
 	}
-	labelNode(t, node, map[string]*string{capi.LabelApproveMaintenance: ptr.To("true")})
+	labelNode(t, node, map[string]*string{clusterapi.LabelApproveMaintenance: ptr.To("true")})
 	eventually(t, func() error {
-		if v := w.get("m-0").Labels[capi.LabelMaintenance]; v != capi.MaintenanceApproved {
+		if v := w.get("m-0").Labels[clusterapi.LabelMaintenance]; v != clusterapi.MaintenanceApproved {
 			return fmt.Errorf("maintenance %q", v)
 		}
 		if !w.rebootAnnotated("host-0") {
@@ -158,9 +162,9 @@ func TestAMaintenanceIsRequestedApprovedAndEnded(t *testing.T) {
 		}
 		return nil
 	})
-	w.patchMachine("m-0", map[string]map[string]*string{"labels": {capi.LabelMaintenance: nil}})
-	nodeLabelIs(t, node, capi.LabelMachineMaintenance, "")
-	nodeLabelIs(t, node, capi.LabelApproveMaintenance, "")
+	w.patchMachine("m-0", map[string]map[string]*string{"labels": {clusterapi.LabelMaintenance: nil}})
+	nodeLabelIs(t, node, clusterapi.LabelMachineMaintenance, "")
+	nodeLabelIs(t, node, clusterapi.LabelApproveMaintenance, "")
 	eventually(t, func() error {
 		if w.rebootAnnotated("host-0") {
 			return fmt.Errorf("reboot annotation still there")
@@ -184,16 +188,16 @@ func TestRotatedCredentialsAreFollowed(t *testing.T) {
 	second, revokeSecond := serviceAccountKubeconfig(t, w.ns+"-b")
 	w.writeKubeconfig(second)
 	revokeFirst()
-	w.patchMachine("m-0", map[string]map[string]*string{"labels": {capi.LabelMaintenance: ptr.To(capi.MaintenanceRequested)}})
-	nodeLabelIs(t, node, capi.LabelMachineMaintenance, "true")
+	w.patchMachine("m-0", map[string]map[string]*string{"labels": {clusterapi.LabelMaintenance: ptr.To(clusterapi.MaintenanceRequested)}})
+	nodeLabelIs(t, node, clusterapi.LabelMachineMaintenance, "true")
 
 	// Revoked first, then rotated.
 	revokeSecond()
-	w.patchMachine("m-0", map[string]map[string]*string{"labels": {capi.LabelMaintenance: nil}})
+	w.patchMachine("m-0", map[string]map[string]*string{"labels": {clusterapi.LabelMaintenance: nil}})
 	w.conditionIs("m-0", metav1.ConditionFalse, "Unauthorized")
 	third, _ := serviceAccountKubeconfig(t, w.ns+"-c")
 	w.writeKubeconfig(third)
-	nodeLabelIs(t, node, capi.LabelMachineMaintenance, "")
+	nodeLabelIs(t, node, clusterapi.LabelMachineMaintenance, "")
 	w.conditionIs("m-0", metav1.ConditionTrue, "")
 	if s := w.secretText(); strings.Contains(s, "eyJ") {
 		t.Errorf("a token in a condition or Event: %s", s)
@@ -213,7 +217,7 @@ func TestAnUnreachableClusterIsReportedAndItsHooksKept(t *testing.T) {
 	_ = l.Close() // nothing listens there now
 	w.writeKubeconfig(kubeconfigAt("https://"+addr, func(a *clientcmdapi.AuthInfo) { a.Token = "whatever" }))
 	w.machine("m-0", "", nil, func(m *clusterv1.Machine) {
-		m.Annotations = map[string]string{capi.AnnotationHook: capi.HookOwner}
+		m.Annotations = map[string]string{clusterapi.AnnotationHook: clusterapi.HookOwner}
 	})
 	m := w.get("m-0")
 	base := m.DeepCopy()
@@ -225,7 +229,7 @@ func TestAnUnreachableClusterIsReportedAndItsHooksKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 60*time.Second, interval, func() error {
-		c := meta.FindStatusCondition(w.get("m-0").Status.Conditions, capi.ConditionWorkloadReachable)
+		c := meta.FindStatusCondition(w.get("m-0").Status.Conditions, clusterapi.ConditionWorkloadReachable)
 		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "the deletion hook is kept") {
 			return fmt.Errorf("condition %+v", c)
 		}
@@ -242,7 +246,7 @@ func TestAnUnreachableClusterIsReportedAndItsHooksKept(t *testing.T) {
 func (w *world) conditionIs(name string, status metav1.ConditionStatus, part string) {
 	w.t.Helper()
 	testutil.Eventually(w.t, 60*time.Second, interval, func() error {
-		c := meta.FindStatusCondition(w.get(name).Status.Conditions, capi.ConditionWorkloadReachable)
+		c := meta.FindStatusCondition(w.get(name).Status.Conditions, clusterapi.ConditionWorkloadReachable)
 		if c == nil || c.Status != status || !strings.Contains(c.Message, part) {
 			return fmt.Errorf("condition %+v, want %s containing %q", c, status, part)
 		}

@@ -5,11 +5,8 @@
 // Machine with a pre-drain hook until the workload Node approves, carries
 // maintenance requests and approvals between the two, and (--metal3)
 // reboots the Machine's BareMetalHost once its maintenance is approved.
-// The workload clusters are reached through their Cluster API kubeconfig
-// Secrets, one connection per cluster while it has opted-in Machines.
-// Those Secrets, the workload API servers and the Machines' providerIDs
-// are written by the clusters' owners: the bridge must never use a
-// kubeconfig that runs a program or reads a local file (kubeconfig.go),
-// never hold more of a workload cluster than its bounds (bounds.go), and
-// never reboot a BareMetalHost that is not the Machine's own.
+// The workload clusters are reached through internal/cloud/clusterapi,
+// which holds the protocol's keys and the connections. The Machines'
+// providerIDs are written by the clusters' owners: the bridge must never
+// reboot a BareMetalHost that is not the Machine's own.
 package capi

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"strings"
 	"time"
 
@@ -31,7 +32,7 @@ const (
 	eventReachable   = "WorkloadClusterReachable"
 	eventHookAdded   = "DeletionHookAdded"
 	eventHookRemoved = "DeletionHookRemoved"
-	eventApproved    = "MaintenanceApproved"
+	eventApproved    = "clusterapi.MaintenanceApproved"
 	// eventMetal3Reboot: the reboot annotation was put on or taken off
 	// the Machine's BareMetalHost; eventMetal3RebootRefused: the host
 	// named is not the Machine's.
@@ -39,7 +40,7 @@ const (
 	eventMetal3RebootRefused = "Metal3RebootRefused"
 )
 
-// Reasons of ConditionWorkloadReachable.
+// Reasons of clusterapi.ConditionWorkloadReachable.
 const (
 	reasonReachable   = "NodesListed"
 	reasonUnreachable = "Unreachable"
@@ -63,7 +64,7 @@ var bareMetalHostGVK = schema.GroupVersionKind{Group: "metal3.io", Version: "v1a
 // Reconciler carries one Machine's side of the protocol.
 type Reconciler struct {
 	client   client.Client
-	clusters *Clusters
+	clusters *clusterapi.Clusters
 	recorder events.EventRecorder
 	metal3   bool
 }
@@ -80,18 +81,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if m.Labels[LabelEnabled] != "true" {
+	if m.Labels[clusterapi.LabelEnabled] != "true" {
 		r.clusters.Release(req.NamespacedName)
 		return ctrl.Result{}, r.optOut(ctx, m)
 	}
-	cn, err := r.clusters.Use(ctx, clusterOf(m), req.NamespacedName)
+	cn, err := r.clusters.Use(ctx, clusterapi.KeyOf(m), req.NamespacedName)
 	if err != nil {
 		return r.unreachable(ctx, m, err)
 	}
 	var node *corev1.Node
 	if name := m.Status.NodeRef.Name; name != "" {
-		node, err = cn.node(name)
-		if errors.Is(err, errNotSynced) && time.Since(cn.started) < syncPatience {
+		node, err = cn.Node(name)
+		if errors.Is(err, clusterapi.ErrNotSynced) && time.Since(cn.Started) < syncPatience {
 			return ctrl.Result{RequeueAfter: notSyncedRetry}, nil
 		}
 		if err != nil {
@@ -112,12 +113,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // sync is the protocol for an opted-in Machine whose workload Node (nil
 // when it has none) is known.
-func (r *Reconciler) sync(ctx context.Context, m *clusterv1.Machine, cn *conn, node *corev1.Node) error {
+func (r *Reconciler) sync(ctx context.Context, m *clusterv1.Machine, cn *clusterapi.Conn, node *corev1.Node) error {
 	deleting := !m.DeletionTimestamp.IsZero()
 	if node == nil {
 		// Nothing to drain: a Machine whose Node never joined, or is
 		// gone, is not held.
-		if deleting && m.Annotations[AnnotationHook] != "" {
+		if deleting && m.Annotations[clusterapi.AnnotationHook] != "" {
 			return r.removeHook(ctx, m, "the Machine has no workload Node")
 		}
 		return r.metal3Reboot(ctx, m, false)
@@ -139,54 +140,54 @@ func (r *Reconciler) sync(ctx context.Context, m *clusterv1.Machine, cn *conn, n
 		}
 	}
 
-	approvedDeletion := node.Labels[LabelApproveDeletion] == "true"
+	approvedDeletion := node.Labels[clusterapi.LabelApproveDeletion] == "true"
 	switch {
 	case deleting && approvedDeletion:
-		if m.Annotations[AnnotationHook] != "" {
+		if m.Annotations[clusterapi.AnnotationHook] != "" {
 			if err := r.removeHook(ctx, m, "the workload Node approved the deletion"); err != nil {
 				return err
 			}
 		}
-	case m.Annotations[AnnotationHook] == "":
+	case m.Annotations[clusterapi.AnnotationHook] == "":
 		if err := r.addHook(ctx, m); err != nil {
 			return err
 		}
 	}
 	if deleting {
-		set(LabelMachineDeleted)
+		set(clusterapi.LabelMachineDeleted)
 	}
 
-	switch m.Labels[LabelMaintenance] {
-	case MaintenanceRequested:
-		set(LabelMachineMaintenance)
-		if node.Labels[LabelApproveMaintenance] == "true" {
+	switch m.Labels[clusterapi.LabelMaintenance] {
+	case clusterapi.MaintenanceRequested:
+		set(clusterapi.LabelMachineMaintenance)
+		if node.Labels[clusterapi.LabelApproveMaintenance] == "true" {
 			if err := r.approve(ctx, m); err != nil {
 				return err
 			}
 		}
-	case MaintenanceApproved:
-		set(LabelMachineMaintenance)
+	case clusterapi.MaintenanceApproved:
+		set(clusterapi.LabelMachineMaintenance)
 	default:
-		unset(LabelMachineMaintenance)
-		unset(LabelApproveMaintenance)
+		unset(clusterapi.LabelMachineMaintenance)
+		unset(clusterapi.LabelApproveMaintenance)
 	}
 	if len(nodeLabels) > 0 {
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": nodeLabels}})
 		if err != nil {
 			return err
 		}
-		if err := cn.patchNode(ctx, node.Name, patch); err != nil && !apierrors.IsNotFound(err) {
+		if err := cn.PatchNode(ctx, node.Name, patch); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("labelling workload Node %s: %w", node.Name, err)
 		}
 	}
-	return r.metal3Reboot(ctx, m, m.Labels[LabelMaintenance] == MaintenanceApproved)
+	return r.metal3Reboot(ctx, m, m.Labels[clusterapi.LabelMaintenance] == clusterapi.MaintenanceApproved)
 }
 
 // optOut takes the hook and the reboot annotation off a Machine that is
 // no longer opted in.
 func (r *Reconciler) optOut(ctx context.Context, m *clusterv1.Machine) error {
-	if m.Annotations[AnnotationHook] != "" {
-		if err := r.removeHook(ctx, m, "the Machine is no longer opted in ("+LabelEnabled+" is not \"true\")"); err != nil {
+	if m.Annotations[clusterapi.AnnotationHook] != "" {
+		if err := r.removeHook(ctx, m, "the Machine is no longer opted in ("+clusterapi.LabelEnabled+" is not \"true\")"); err != nil {
 			return err
 		}
 	}
@@ -194,16 +195,16 @@ func (r *Reconciler) optOut(ctx context.Context, m *clusterv1.Machine) error {
 }
 
 func (r *Reconciler) addHook(ctx context.Context, m *clusterv1.Machine) error {
-	if err := r.patchMachineMeta(ctx, m, "annotations", AnnotationHook, ptrTo(HookOwner)); err != nil {
+	if err := r.patchMachineMeta(ctx, m, "annotations", clusterapi.AnnotationHook, ptrTo(clusterapi.HookOwner)); err != nil {
 		return err
 	}
 	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventHookAdded, "Hold",
-		"pre-drain hook %s added: Cluster API drains and deletes the Machine only once its workload Node approves", AnnotationHook)
+		"pre-drain hook %s added: Cluster API drains and deletes the Machine only once its workload Node approves", clusterapi.AnnotationHook)
 	return nil
 }
 
 func (r *Reconciler) removeHook(ctx context.Context, m *clusterv1.Machine, why string) error {
-	if err := r.patchMachineMeta(ctx, m, "annotations", AnnotationHook, nil); err != nil {
+	if err := r.patchMachineMeta(ctx, m, "annotations", clusterapi.AnnotationHook, nil); err != nil {
 		return err
 	}
 	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventHookRemoved, "Release", "pre-drain hook removed: %s", why)
@@ -211,7 +212,7 @@ func (r *Reconciler) removeHook(ctx context.Context, m *clusterv1.Machine, why s
 }
 
 func (r *Reconciler) approve(ctx context.Context, m *clusterv1.Machine) error {
-	if err := r.patchMachineMeta(ctx, m, "labels", LabelMaintenance, ptrTo(MaintenanceApproved)); err != nil {
+	if err := r.patchMachineMeta(ctx, m, "labels", clusterapi.LabelMaintenance, ptrTo(clusterapi.MaintenanceApproved)); err != nil {
 		return err
 	}
 	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventApproved, "Approve", "the workload Node %s approved the maintenance", m.Status.NodeRef.Name)
@@ -266,7 +267,7 @@ func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, wan
 		}
 		return r.refuseReboot(m, fmt.Sprintf("BareMetalHost %s/%s (from spec.providerID) %s: pitstop reboots only the host provisioned for this Machine", ns, name, why))
 	}
-	_, has := host.GetAnnotations()[AnnotationReboot]
+	_, has := host.GetAnnotations()[clusterapi.AnnotationReboot]
 	if has == want {
 		return nil
 	}
@@ -274,7 +275,7 @@ func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, wan
 	if want {
 		value = ptrTo("")
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{AnnotationReboot: value}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{clusterapi.AnnotationReboot: value}}})
 	if err != nil {
 		return err
 	}
@@ -285,7 +286,7 @@ func (r *Reconciler) metal3Reboot(ctx context.Context, m *clusterv1.Machine, wan
 	if want {
 		verb = "added to"
 	}
-	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventMetal3Reboot, "Reboot", "annotation %s %s BareMetalHost %s/%s", AnnotationReboot, verb, ns, name)
+	r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventMetal3Reboot, "Reboot", "annotation %s %s BareMetalHost %s/%s", clusterapi.AnnotationReboot, verb, ns, name)
 	return nil
 }
 
@@ -332,9 +333,9 @@ func bareMetalHostOf(providerID string) (ns, name string, ok bool) {
 // read (condition, and a Warning Event when that is news), keeps every
 // hook, and looks again soon.
 func (r *Reconciler) unreachable(ctx context.Context, m *clusterv1.Machine, cause error) (ctrl.Result, error) {
-	msg := fmt.Sprintf("workload cluster %s: %v; the deletion hook is kept", clusterOf(m), cause)
+	msg := fmt.Sprintf("workload cluster %s: %v; the deletion hook is kept", clusterapi.KeyOf(m), cause)
 	reason := reasonUnreachable
-	if errors.Is(cause, errKubeconfigRefused) {
+	if errors.Is(cause, clusterapi.ErrKubeconfigRefused) {
 		reason = reasonKubeconfigRefused
 	}
 	if changed, err := r.setCondition(ctx, m, metav1.ConditionFalse, reason, msg); err != nil {
@@ -347,20 +348,20 @@ func (r *Reconciler) unreachable(ctx context.Context, m *clusterv1.Machine, caus
 
 // reachable records that the workload cluster answers.
 func (r *Reconciler) reachable(ctx context.Context, m *clusterv1.Machine) error {
-	old := meta.FindStatusCondition(m.Status.Conditions, ConditionWorkloadReachable)
-	changed, err := r.setCondition(ctx, m, metav1.ConditionTrue, reasonReachable, fmt.Sprintf("workload cluster %s answers", clusterOf(m)))
+	old := meta.FindStatusCondition(m.Status.Conditions, clusterapi.ConditionWorkloadReachable)
+	changed, err := r.setCondition(ctx, m, metav1.ConditionTrue, reasonReachable, fmt.Sprintf("workload cluster %s answers", clusterapi.KeyOf(m)))
 	if changed && old != nil {
-		r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventReachable, "Connect", "workload cluster %s answers again", clusterOf(m))
+		r.recorder.Eventf(m, nil, corev1.EventTypeNormal, eventReachable, "Connect", "workload cluster %s answers again", clusterapi.KeyOf(m))
 	}
 	return err
 }
 
-// setCondition writes ConditionWorkloadReachable when it changes, and
+// setCondition writes clusterapi.ConditionWorkloadReachable when it changes, and
 // says whether it did.
 func (r *Reconciler) setCondition(ctx context.Context, m *clusterv1.Machine, status metav1.ConditionStatus, reason, msg string) (bool, error) {
 	before := m.DeepCopy()
 	if !meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
-		Type: ConditionWorkloadReachable, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation,
+		Type: clusterapi.ConditionWorkloadReachable, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation,
 	}) {
 		return false, nil
 	}
@@ -377,6 +378,6 @@ func ptrTo(s string) *string { return &s }
 // relevant says whether a Machine concerns pitstop: opted in, or carrying
 // a mark of pitstop's to take off.
 func relevant(o client.Object) bool {
-	_, maintenance := o.GetLabels()[LabelMaintenance]
-	return o.GetLabels()[LabelEnabled] == "true" || o.GetAnnotations()[AnnotationHook] != "" || maintenance
+	_, maintenance := o.GetLabels()[clusterapi.LabelMaintenance]
+	return o.GetLabels()[clusterapi.LabelEnabled] == "true" || o.GetAnnotations()[clusterapi.AnnotationHook] != "" || maintenance
 }

@@ -2,6 +2,7 @@ package capi
 
 import (
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,7 +34,7 @@ type Options struct {
 
 // Setup registers the Machine controller and the workload connections,
 // once the API server is known to serve Cluster API Machines.
-func Setup(mgr ctrl.Manager, opts Options) (*Clusters, error) {
+func Setup(mgr ctrl.Manager, opts Options) (*clusterapi.Clusters, error) {
 	gvk := clusterv1.GroupVersion.WithKind("Machine")
 	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		return nil, fmt.Errorf("the API server does not serve %s: is this a Cluster API management cluster? %w", gvk, err)
@@ -43,7 +44,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Clusters, error) {
 			return nil, err
 		}
 	}
-	clusters := NewClusters(mgr.GetAPIReader(), mgr.GetLogger().WithName("cluster-api"), opts.SecretRecheck)
+	clusters := clusterapi.NewClusters(mgr.GetAPIReader(), mgr.GetLogger().WithName("cluster-api"), opts.SecretRecheck)
 	if err := mgr.Add(clusters); err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func Setup(mgr ctrl.Manager, opts Options) (*Clusters, error) {
 			DeleteFunc:  func(e event.DeleteEvent) bool { return relevant(e.Object) },
 			GenericFunc: func(e event.GenericEvent) bool { return relevant(e.Object) },
 		})).
-		WatchesRawSource(source.Channel(clusters.wake, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Channel(clusters.Wakes(), &handler.EnqueueRequestForObject{})).
 		WithOptions(ctrlqueue.ControllerOptions(mgr.GetLogger(), 1)).
 		Complete(r)
 	return clusters, err

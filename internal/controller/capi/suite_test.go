@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +112,7 @@ type world struct {
 	// recheck is the bridge's SecretRecheck (0: its default).
 	recheck time.Duration
 	// clusters are the running bridge's connections.
-	clusters *capi.Clusters
+	clusters *clusterapi.Clusters
 }
 
 func newWorld(t *testing.T, name string, metal3 bool, edit ...func(*world)) *world {
@@ -191,7 +192,7 @@ func (w *world) machine(name, node string, nodeLabels map[string]string, edit ..
 	w.t.Helper()
 	m := &clusterv1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Finalizers: []string{"example.com/test"},
-			Labels: map[string]string{capi.LabelEnabled: "true", clusterv1.ClusterNameLabel: w.cluster}},
+			Labels: map[string]string{clusterapi.LabelEnabled: "true", clusterv1.ClusterNameLabel: w.cluster}},
 		Spec: clusterv1.MachineSpec{
 			ClusterName:       w.cluster,
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("bootstrap")},
@@ -273,8 +274,8 @@ func eventually(t *testing.T, check func() error) {
 func (w *world) hookIs(name string, want bool) {
 	w.t.Helper()
 	eventually(w.t, func() error {
-		v, ok := w.get(name).Annotations[capi.AnnotationHook]
-		if ok != want || (want && v != capi.HookOwner) {
+		v, ok := w.get(name).Annotations[clusterapi.AnnotationHook]
+		if ok != want || (want && v != clusterapi.HookOwner) {
 			return fmt.Errorf("hook %q present %v, want present %v", v, ok, want)
 		}
 		return nil
@@ -334,7 +335,7 @@ func rebootAnnotatedIn(t *testing.T, ns, name string) bool {
 	if err := mgmtClient.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, h); err != nil {
 		t.Fatal(err)
 	}
-	_, ok := h.GetAnnotations()[capi.AnnotationReboot]
+	_, ok := h.GetAnnotations()[clusterapi.AnnotationReboot]
 	return ok
 }
 

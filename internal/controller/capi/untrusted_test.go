@@ -3,6 +3,7 @@ package capi_test
 import (
 	"encoding/pem"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
@@ -132,7 +132,7 @@ func (w *world) connected(cluster string) bool {
 func (w *world) conditionOf(name, reason string, timeout time.Duration, parts ...string) {
 	w.t.Helper()
 	testutil.Eventually(w.t, timeout, interval, func() error {
-		c := meta.FindStatusCondition(w.get(name).Status.Conditions, capi.ConditionWorkloadReachable)
+		c := meta.FindStatusCondition(w.get(name).Status.Conditions, clusterapi.ConditionWorkloadReachable)
 		if c == nil || c.Status != metav1.ConditionFalse || (reason != "" && c.Reason != reason) {
 			return fmt.Errorf("machine %s: condition %+v, want False with reason %q", name, c, reason)
 		}
@@ -461,10 +461,10 @@ func TestUntrustedKubeconfigSecretDeletedClosesTheConnection(t *testing.T) {
 		return nil
 	})
 	w.conditionOf("m-0", "Unreachable", 20*time.Second, w.ns+"/wl-kubeconfig", "not found")
-	w.patchMachine("m-0", map[string]map[string]*string{"labels": {capi.LabelMaintenance: ptr.To(capi.MaintenanceRequested)}})
+	w.patchMachine("m-0", map[string]map[string]*string{"labels": {clusterapi.LabelMaintenance: ptr.To(clusterapi.MaintenanceRequested)}})
 	time.Sleep(2 * time.Second)
-	if v := nodeLabels(t, node)[capi.LabelMachineMaintenance]; v != "" {
-		t.Errorf("the workload Node was labelled %s=%q after its Secret was deleted", capi.LabelMachineMaintenance, v)
+	if v := nodeLabels(t, node)[clusterapi.LabelMachineMaintenance]; v != "" {
+		t.Errorf("the workload Node was labelled %s=%q after its Secret was deleted", clusterapi.LabelMachineMaintenance, v)
 	}
 	w.hookIs("m-0", true)
 }
@@ -496,15 +496,15 @@ func TestUntrustedMetal3MachineCannotRebootAnotherMachinesHost(t *testing.T) {
 			m.Spec.ProviderID = "metal3://" + c.hostNS + "/" + c.host + "/" + m.Name
 		})
 		w.hookIs(c.machine, true)
-		w.patchMachine(c.machine, map[string]map[string]*string{"labels": {capi.LabelMaintenance: ptr.To(capi.MaintenanceRequested)}})
-		nodeLabelIs(t, node, capi.LabelMachineMaintenance, "true")
-		labelNode(t, node, map[string]*string{capi.LabelApproveMaintenance: ptr.To("true")})
+		w.patchMachine(c.machine, map[string]map[string]*string{"labels": {clusterapi.LabelMaintenance: ptr.To(clusterapi.MaintenanceRequested)}})
+		nodeLabelIs(t, node, clusterapi.LabelMachineMaintenance, "true")
+		labelNode(t, node, map[string]*string{clusterapi.LabelApproveMaintenance: ptr.To("true")})
 	}
 	// The Node's approval is carried over (the Machine is approved), and
 	// the host is still left alone a while later.
 	for _, c := range cases {
 		eventually(t, func() error {
-			if v := w.get(c.machine).Labels[capi.LabelMaintenance]; v != capi.MaintenanceApproved {
+			if v := w.get(c.machine).Labels[clusterapi.LabelMaintenance]; v != clusterapi.MaintenanceApproved {
 				return fmt.Errorf("%s: maintenance %q", c.machine, v)
 			}
 			return nil

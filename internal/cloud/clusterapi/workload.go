@@ -1,4 +1,4 @@
-package capi
+package clusterapi
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type Clusters struct {
 	recheck time.Duration
 
 	mu    sync.Mutex
-	conns map[clusterKey]*conn
+	conns map[clusterKey]*Conn
 	// failed are the connections closed past a bound, kept until
 	// failedRetry so that a hostile cluster is not read again at once.
 	failed map[clusterKey]failure
@@ -77,7 +77,7 @@ func NewClusters(secrets client.Reader, log logr.Logger, recheck time.Duration) 
 	base, cancel := context.WithCancel(context.Background())
 	return &Clusters{
 		secrets: secrets, log: log, wake: make(chan event.GenericEvent, 4096), base: base, cancel: cancel, recheck: recheck,
-		conns: map[clusterKey]*conn{}, failed: map[clusterKey]failure{}, users: map[types.NamespacedName]clusterKey{},
+		conns: map[clusterKey]*Conn{}, failed: map[clusterKey]failure{}, users: map[types.NamespacedName]clusterKey{},
 	}
 }
 
@@ -94,15 +94,15 @@ func (c *Clusters) NeedLeaderElection() bool { return true }
 // Wakes is the channel of Machines whose workload Node changed.
 func (c *Clusters) Wakes() <-chan event.GenericEvent { return c.wake }
 
-// conn is one workload cluster's connection.
-type conn struct {
+// Conn is one workload cluster's connection.
+type Conn struct {
 	// version is the kubeconfig Secret's resourceVersion it was built from.
 	version string
 	client  metadata.ResourceInterface
 	nodes   cache.Indexer
 	synced  cache.InformerSynced
 	stop    context.CancelFunc
-	started time.Time
+	Started time.Time
 
 	mu sync.Mutex
 	// err is the last error listing or watching Nodes, until a Node is
@@ -116,7 +116,7 @@ type conn struct {
 }
 
 // clusterOf is the workload cluster of a Machine.
-func clusterOf(m *clusterv1.Machine) clusterKey {
+func KeyOf(m *clusterv1.Machine) clusterKey {
 	name := m.Spec.ClusterName
 	if name == "" {
 		name = m.Labels[clusterv1.ClusterNameLabel]
@@ -126,7 +126,7 @@ func clusterOf(m *clusterv1.Machine) clusterKey {
 
 // Use registers machine as a user of its cluster's connection and returns
 // the connection, made or rebuilt as needed.
-func (c *Clusters) Use(ctx context.Context, key clusterKey, machine types.NamespacedName) (*conn, error) {
+func (c *Clusters) Use(ctx context.Context, key clusterKey, machine types.NamespacedName) (*Conn, error) {
 	if key.Name == "" {
 		return nil, fmt.Errorf("the Machine names no cluster (spec.clusterName)")
 	}
@@ -198,7 +198,7 @@ func (c *Clusters) releaseLocked(machine types.NamespacedName) {
 
 // closeLocked stops the cluster's connection (only if it is still only,
 // when not nil), says why in the log, and forgets it.
-func (c *Clusters) closeLocked(key clusterKey, only *conn, why string) bool {
+func (c *Clusters) closeLocked(key clusterKey, only *Conn, why string) bool {
 	cn, ok := c.conns[key]
 	if !ok || (only != nil && cn != only) {
 		return false
@@ -216,7 +216,7 @@ func (c *Clusters) closeLocked(key clusterKey, only *conn, why string) bool {
 
 // fail closes a connection that passed a bound, remembers why until
 // failedRetry, and wakes the cluster's Machines to report it.
-func (c *Clusters) fail(key clusterKey, cn *conn, err error) {
+func (c *Clusters) fail(key clusterKey, cn *Conn, err error) {
 	err = fmt.Errorf("the connection to the workload cluster was closed: %w", err)
 	c.mu.Lock()
 	closed := c.closeLocked(key, cn, err.Error())
@@ -239,12 +239,12 @@ func (c *Clusters) Connected() int {
 // connect checks the kubeconfig in the Secret, then builds a metadata
 // client and a bounded informer of the cluster's Nodes from it. The
 // kubeconfig is never logged.
-func (c *Clusters) connect(key clusterKey, secret *corev1.Secret) (*conn, error) {
+func (c *Clusters) connect(key clusterKey, secret *corev1.Secret) (*Conn, error) {
 	cfg, err := restConfigOf(secret)
 	if err != nil {
 		return nil, err
 	}
-	cn := &conn{version: secret.ResourceVersion, started: time.Now()}
+	cn := &Conn{version: secret.ResourceVersion, Started: time.Now()}
 	limitResponses(cfg, func(err error) { c.fail(key, cn, err) })
 	mc, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -285,7 +285,7 @@ func (c *Clusters) connect(key clusterKey, secret *corev1.Secret) (*conn, error)
 // recheckSecret reads the connection's Secret every c.recheck: once it is
 // deleted the connection closes, once it changes the cluster's Machines
 // are woken to rebuild it.
-func (c *Clusters) recheckSecret(ctx context.Context, key clusterKey, cn *conn) {
+func (c *Clusters) recheckSecret(ctx context.Context, key clusterKey, cn *Conn) {
 	t := time.NewTicker(c.recheck)
 	defer t.Stop()
 	for {
@@ -313,7 +313,7 @@ func (c *Clusters) recheckSecret(ctx context.Context, key clusterKey, cn *conn) 
 // nodeChanged wakes the Machine of a workload Node (from the annotations
 // Cluster API writes on it), or every Machine of the cluster when the
 // Node names none.
-func (c *Clusters) nodeChanged(key clusterKey, cn *conn, o any) {
+func (c *Clusters) nodeChanged(key clusterKey, cn *Conn, o any) {
 	cn.mu.Lock()
 	cn.err = nil
 	cn.mu.Unlock()
@@ -351,13 +351,13 @@ func (c *Clusters) send(m types.NamespacedName) {
 	}
 }
 
-// errNotSynced: the connection has not listed the cluster's Nodes yet.
-var errNotSynced = errors.New("the workload cluster's Nodes are not listed yet")
+// ErrNotSynced: the connection has not listed the cluster's Nodes yet.
+var ErrNotSynced = errors.New("the workload cluster's Nodes are not listed yet")
 
 // node returns the workload Node as the connection keeps it (its labels
 // and annotations the bridge reads; nil when it does not exist), or why
 // it cannot be known.
-func (cn *conn) node(name string) (*corev1.Node, error) {
+func (cn *Conn) Node(name string) (*corev1.Node, error) {
 	cn.mu.Lock()
 	closed := cn.closed
 	cn.mu.Unlock()
@@ -370,7 +370,7 @@ func (cn *conn) node(name string) (*corev1.Node, error) {
 		if cn.err != nil {
 			return nil, fmt.Errorf("listing its Nodes: %w", cn.err)
 		}
-		return nil, errNotSynced
+		return nil, ErrNotSynced
 	}
 	o, ok, err := cn.nodes.GetByKey(name)
 	if err != nil || !ok {
@@ -385,7 +385,7 @@ func (cn *conn) node(name string) (*corev1.Node, error) {
 
 // patchNode writes a JSON merge patch to a workload Node. Refused
 // credentials mark the connection for a rebuild.
-func (cn *conn) patchNode(ctx context.Context, name string, patch []byte) error {
+func (cn *Conn) PatchNode(ctx context.Context, name string, patch []byte) error {
 	_, err := cn.client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pitstop-cluster-api"})
 	if apierrors.IsUnauthorized(err) {
 		cn.mu.Lock()
@@ -396,4 +396,4 @@ func (cn *conn) patchNode(ctx context.Context, name string, patch []byte) error 
 }
 
 // ClusterOf names a Machine's workload cluster, "namespace/name".
-func ClusterOf(m *clusterv1.Machine) string { return clusterOf(m).String() }
+func ClusterOf(m *clusterv1.Machine) string { return KeyOf(m).String() }

@@ -1,4 +1,4 @@
-package capi
+package clusterapi
 
 import (
 	"context"
@@ -63,10 +63,10 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 		return nil, err
 	}
 	byCluster := map[clusterKey]*ClusterView{}
-	conns := map[clusterKey]*conn{}
+	conns := map[clusterKey]*Conn{}
 	for i := range list.Items {
 		m := &list.Items[i]
-		key := clusterOf(m)
+		key := KeyOf(m)
 		v := byCluster[key]
 		if v == nil {
 			v = &ClusterView{Cluster: key.String(), Machines: []MachineView{}}
@@ -115,8 +115,8 @@ func (c *Clusters) View(ctx context.Context, reader client.Reader) ([]ClusterVie
 
 // describeNode fills in the Machine's workload Node, read through cn: its
 // state and, from its record, what it waits for.
-func describeNode(cn *conn, mv *MachineView) {
-	node, err := cn.node(mv.Node)
+func describeNode(cn *Conn, mv *MachineView) {
+	node, err := cn.Node(mv.Node)
 	if err != nil || node == nil {
 		if node == nil && err == nil {
 			mv.Waiting = []string{"the Node does not exist in the workload cluster"}

@@ -1,4 +1,4 @@
-package capi
+package clusterapi
 
 import (
 	"net/url"

@@ -1,4 +1,4 @@
-package capi
+package clusterapi
 
 import clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 

@@ -1,4 +1,4 @@
-package capi
+package clusterapi
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// errKubeconfigRefused marks a kubeconfig that pitstop will not use: it
+// ErrKubeconfigRefused marks a kubeconfig that pitstop will not use: it
 // asks for more than a server, inline credentials and an inline CA.
-var errKubeconfigRefused = errors.New("refused")
+var ErrKubeconfigRefused = errors.New("refused")
 
 // kubeconfigSecret is the name of Cluster API's kubeconfig Secret of a
 // cluster.
@@ -29,7 +29,7 @@ func kubeconfigSecret(cluster string) string { return cluster + "-kubeconfig" }
 // kubeconfig Secret read through reader (pitstop explain and the
 // dashboard read a workload cluster's Nodes and profiles with it).
 func WorkloadClient(ctx context.Context, reader client.Reader, m *clusterv1.Machine, opts client.Options) (client.Client, error) {
-	secret, err := readKubeconfigSecret(ctx, reader, clusterOf(m))
+	secret, err := readKubeconfigSecret(ctx, reader, KeyOf(m))
 	if err != nil {
 		return nil, err
 	}
@@ -147,5 +147,5 @@ func checkCluster(c *clientcmdapi.Cluster) error {
 }
 
 func refused(field, why string) error {
-	return fmt.Errorf("%s is %w: %s", field, errKubeconfigRefused, why)
+	return fmt.Errorf("%s is %w: %s", field, ErrKubeconfigRefused, why)
 }
