@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"math"
 	"regexp"
 	"slices"
@@ -14,7 +15,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/hypervisor"
 )
@@ -239,9 +239,9 @@ func convertKubernikusCount(p *pluginConfig, d *checkDef) {
 			p.errorf("cloudProviderSecret", "name: is required")
 			return
 		}
-		k.CloudProviderSecret = &pitstopv1alpha1.SecretKeyRef{Name: name, Key: kubernikus.KeyCloudConfig}
+		k.CloudProviderSecret = &pitstopv1alpha1.SecretKeyRef{Name: name, Key: openstack.KeyCloudConfig}
 		p.notef("cloudProviderSecret", "reads key %s of Secret %s in pitstop's namespace, which must be labelled %s: \"true\" (copy %s/%s there)",
-			kubernikus.KeyCloudConfig, name, pitstopv1alpha1.LabelUsableByProfiles, ns, name)
+			openstack.KeyCloudConfig, name, pitstopv1alpha1.LabelUsableByProfiles, ns, name)
 	} else {
 		p.notef("cluster", "reads the Kubernikus API with the OpenStack account of pitstop's --openstack-cloud-config (chart kubernikus.secretName), as the maintenance-controller with its provider/cloudprovider.conf")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"net"
 	"net/http"
 	"net/url"
@@ -469,7 +470,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	}
 	// The Kubernikus integration and kubernikusCount checks share their
 	// OpenStack clients, and so their tokens.
-	accounts := kubernikus.NewAccounts()
+	accounts := openstack.NewAccounts()
 	checks, err := checkDeps(mgr, opts, accounts)
 	if err != nil {
 		return nil, err
@@ -542,7 +543,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 // credentials come from, read from the API server as notifications read
 // them (no watch on Secrets). The profile controller and its webhook get
 // the same.
-func checkDeps(mgr ctrl.Manager, opts Options, accounts *kubernikus.Accounts) (check.Deps, error) {
+func checkDeps(mgr ctrl.Manager, opts Options, accounts *openstack.Accounts) (check.Deps, error) {
 	allow, err := check.ParseURLPrefixes(opts.PrometheusURLAllow)
 	if err != nil {
 		return check.Deps{}, &FlagError{"prometheus-url-allow", strings.Join(opts.PrometheusURLAllow, ","), err.Error()}
@@ -554,7 +555,7 @@ func checkDeps(mgr ctrl.Manager, opts Options, accounts *kubernikus.Accounts) (c
 	return check.Deps{
 		Prometheus: check.NewPrometheusClient(), PrometheusURLs: allow, MailServers: mailServers,
 		Secrets: mgr.GetAPIReader(), Namespace: opts.LeaderElectionNamespace,
-		Kubernikus: kubernikus.Pools{Accounts: accounts, CloudConfigPath: opts.OpenStackCloudConfig},
+		Kubernikus: openstack.Pools{Accounts: accounts, CloudConfigPath: opts.OpenStackCloudConfig},
 		Reader:     mgr.GetAPIReader(),
 	}, nil
 }

@@ -52,9 +52,6 @@ const DefaultRequeue = 30 * time.Second
 // node at a time.
 const DefaultMaxMaintenance = 1
 
-// KeyCloudConfig is the key of a cloud-config Secret.
-const KeyCloudConfig = "cloudprovider.conf"
-
 // LoadConfig reads and checks the file at path; a missing file gives the
 // defaults.
 func LoadConfig(path string) (*Config, error) {

@@ -13,7 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"sync"
 	"time"
 
@@ -59,7 +59,7 @@ type Options struct {
 	CloudConfigPath string
 	// Accounts are the OpenStack clients, shared with kubernikusCount
 	// checks.
-	Accounts *Accounts
+	Accounts *openstack.Accounts
 	// LeaseNamespace holds the slot Leases of the integration's budget
 	// (the manager's namespace).
 	LeaseNamespace string
@@ -258,36 +258,23 @@ func (r *Reconciler) drain(ctx context.Context, cfg *Config, node *corev1.Node, 
 
 // cloudConfig is the OpenStack account: from the configured Secret, else
 // from the file.
-func (r *Reconciler) cloudConfig(ctx context.Context, cfg *Config) (CloudConfig, error) {
+func (r *Reconciler) cloudConfig(ctx context.Context, cfg *Config) (openstack.CloudConfig, error) {
 	if s := cfg.CloudProviderSecret; s != nil {
 		secret := &corev1.Secret{}
 		if err := r.reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, secret); err != nil {
-			return CloudConfig{}, fmt.Errorf("reading cloudProviderSecret %s/%s: %w", s.Namespace, s.Name, err)
+			return openstack.CloudConfig{}, fmt.Errorf("reading cloudProviderSecret %s/%s: %w", s.Namespace, s.Name, err)
 		}
-		raw, ok := secret.Data[KeyCloudConfig]
+		raw, ok := secret.Data[openstack.KeyCloudConfig]
 		if !ok {
-			return CloudConfig{}, fmt.Errorf("cloudProviderSecret %s/%s has no key %s", s.Namespace, s.Name, KeyCloudConfig)
+			return openstack.CloudConfig{}, fmt.Errorf("cloudProviderSecret %s/%s has no key %s", s.Namespace, s.Name, openstack.KeyCloudConfig)
 		}
-		cc, err := ParseCloudConfig(raw)
+		cc, err := openstack.ParseCloudConfig(raw)
 		if err != nil {
-			return CloudConfig{}, fmt.Errorf("cloudProviderSecret %s/%s, key %s: %w", s.Namespace, s.Name, KeyCloudConfig, err)
+			return openstack.CloudConfig{}, fmt.Errorf("cloudProviderSecret %s/%s, key %s: %w", s.Namespace, s.Name, openstack.KeyCloudConfig, err)
 		}
 		return cc, nil
 	}
-	return LoadCloudConfig(r.opts.CloudConfigPath)
-}
-
-// LoadCloudConfig reads a cloudprovider.conf file.
-func LoadCloudConfig(path string) (CloudConfig, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return CloudConfig{}, fmt.Errorf("reading the OpenStack account: %w", err)
-	}
-	cc, err := ParseCloudConfig(raw)
-	if err != nil {
-		return CloudConfig{}, fmt.Errorf("the OpenStack account %s: %w", path, err)
-	}
-	return cc, nil
+	return openstack.LoadCloudConfig(r.opts.CloudConfigPath)
 }
 
 // markUpdate writes LabelKubeletNeedsUpdate. A kubelet version that is not

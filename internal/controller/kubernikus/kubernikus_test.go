@@ -3,6 +3,7 @@ package kubernikus_test
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,7 +52,7 @@ func cloudConf(os *openstacksim.Server) string {
 func start(t *testing.T, opts kubernikus.Options) {
 	t.Helper()
 	if opts.Accounts == nil {
-		opts.Accounts = kubernikus.NewAccounts()
+		opts.Accounts = openstack.NewAccounts()
 	}
 	if opts.LeaseNamespace == "" {
 		opts.LeaseNamespace = leaseNamespace(t)
@@ -233,7 +234,7 @@ func TestTheAccountCanComeFromASecret(t *testing.T) {
 	ns := testutil.Namespace(t, env.Client, "kubernikus-secret")
 	testutil.Create(t, env.Client, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cloud-config"},
-		Data:       map[string][]byte{kubernikus.KeyCloudConfig: []byte(cloudConf(fake))},
+		Data:       map[string][]byte{openstack.KeyCloudConfig: []byte(cloudConf(fake))},
 	})
 	cfg := fmt.Sprintf("intervals:\n  requeue: 1s\ncloudProviderSecret:\n  name: cloud-config\n  namespace: %s\n", ns)
 	start(t, kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", cfg), CloudConfigPath: filepath.Join(t.TempDir(), "missing.conf")})
@@ -277,7 +278,7 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), mp) })
 	ns := testutil.Namespace(t, env.Client, "kubernikus-pool")
 	conf := testutil.WriteFile(t, "cloudprovider.conf", cloudConf(fake))
-	accounts := kubernikus.NewAccounts()
+	accounts := openstack.NewAccounts()
 	opts := kubernikus.Options{ConfigPath: testutil.WriteFile(t, "kubernikus.yaml", "intervals:\n  requeue: 1s\n"), CloudConfigPath: conf, Accounts: accounts, LeaseNamespace: ns}
 	testutil.StartControllers(t, env.Config, ctrl.Options{Controller: config.Controller{SkipNameValidation: ptr.To(true)}}, func(mgr ctrl.Manager) error {
 		if err := nodemaintenance.Setup(t.Context(), mgr, nodemaintenance.DefaultOptions()); err != nil {
@@ -286,7 +287,7 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 		if _, err := kubernikus.Setup(mgr, opts); err != nil {
 			return err
 		}
-		_, err := profile.Setup(mgr, profile.Options{LeaseNamespace: ns, Checks: check.Deps{Kubernikus: kubernikus.Pools{Accounts: accounts, CloudConfigPath: conf}}})
+		_, err := profile.Setup(mgr, profile.Options{LeaseNamespace: ns, Checks: check.Deps{Kubernikus: openstack.Pools{Accounts: accounts, CloudConfigPath: conf}}})
 		return err
 	})
 

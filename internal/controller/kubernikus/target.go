@@ -3,6 +3,7 @@ package kubernikus
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,7 +48,7 @@ func serverID(node *corev1.Node) (id, region string, err error) {
 // to it. Each link comes from a different writer (the cloud provider, the
 // node's registration, Kubernikus), and pitstop deletes only when all
 // agree.
-func refusal(node *corev1.Node, id string, s *Server, cluster string) string {
+func refusal(node *corev1.Node, id string, s *openstack.Server, cluster string) string {
 	switch {
 	case s == nil:
 		return fmt.Sprintf("server %s, which spec.providerID of node %s names, is not in Nova: nothing deleted", id, node.Name)
@@ -68,7 +69,7 @@ func refusal(node *corev1.Node, id string, s *Server, cluster string) string {
 // target finds the node's server through its providerID and checks it.
 // A refusal is input that retrying will not fix until someone changes it;
 // err is a failure to ask.
-func (r *Reconciler) target(ctx context.Context, cfg *Config, cc CloudConfig, node *corev1.Node) (id, refused string, err error) {
+func (r *Reconciler) target(ctx context.Context, cfg *Config, cc openstack.CloudConfig, node *corev1.Node) (id, refused string, err error) {
 	id, region, err := serverID(node)
 	if err != nil {
 		return "", err.Error(), nil

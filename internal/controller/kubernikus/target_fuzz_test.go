@@ -1,6 +1,7 @@
 package kubernikus
 
 import (
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,10 +20,17 @@ import (
 // Nova chooses). Either pitstop refuses, naming the node, or the server
 // it would delete is the one the providerID names, in the account's
 // region, carrying the node's name and, when the configuration names the
+
+var testAccount = openstacksim.Account{User: "pitstop", Password: "os-Secret-1", Domain: "kubernikus", Project: "p-123", Region: "eu-de-1"}
+
+func cloudConfig(os *openstacksim.Server) openstack.CloudConfig {
+	return openstack.CloudConfig{AuthURL: os.AuthURL(), DomainName: testAccount.Domain, TenantID: testAccount.Project, Username: testAccount.User, Password: testAccount.Password, Region: testAccount.Region}
+}
+
 // Kubernikus cluster, that cluster's metadata: every link agrees.
 func FuzzTarget(f *testing.F) {
 	os := openstacksim.New(f, testAccount)
-	r := &Reconciler{opts: Options{Accounts: NewAccounts()}}
+	r := &Reconciler{opts: Options{Accounts: openstack.NewAccounts()}}
 	cc := cloudConfig(os)
 	f.Add("kks-small-1", "openstack:///{0}", "", "kks-small-1", "kks", "database-1", "kks", "kks-small-1", "other")
 	f.Add("kks-small-1", "openstack://eu-de-1/{0}", "kks", "kks-small-1", "kks", "database-1", "kks", "kks-small-1", "other")
@@ -90,7 +98,7 @@ func TestUntrustedProviderIDAsksNovaForAnotherServer(t *testing.T) {
 	os := openstacksim.New(t, testAccount)
 	id := os.AddServer("kks-small-1")
 	os.SetMetadata(id, map[string]string{MetadataCluster: "kks"})
-	r := &Reconciler{opts: Options{Accounts: NewAccounts()}}
+	r := &Reconciler{opts: Options{Accounts: openstack.NewAccounts()}}
 	for _, pid := range []string{"openstack:///" + id + "?", "openstack:///" + id + "?x=1", "openstack:///" + id + "#"} {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "kks-small-1"}, Spec: corev1.NodeSpec{ProviderID: pid}}
 		got, refused, err := r.target(t.Context(), &Config{Cluster: "kks"}, cloudConfig(os), node)

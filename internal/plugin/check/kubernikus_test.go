@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 )
 
@@ -31,7 +31,7 @@ func TestKubernikusCountComparesTheNodesWithTheNodePools(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cloudConf(api)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Kubernikus: kubernikus.Pools{Accounts: kubernikus.NewAccounts(), CloudConfigPath: file}}
+	deps := Deps{Kubernikus: openstack.Pools{Accounts: openstack.NewAccounts(), CloudConfigPath: file}}
 	inst := pitstopv1alpha1.CheckInstance{KubernikusCount: &pitstopv1alpha1.KubernikusCountCheck{Cluster: "k1"}}
 	c, err := New(inst, deps)
 	if err != nil {

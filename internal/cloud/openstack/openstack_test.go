@@ -1,4 +1,4 @@
-package kubernikus
+package openstack
 
 import (
 	"strings"
@@ -19,11 +19,11 @@ func cloudConfig(os *openstacksim.Server) CloudConfig {
 func TestServersAreReadAndDeletedByID(t *testing.T) {
 	os := openstacksim.New(t, testAccount)
 	id := os.AddServer("node-1")
-	os.SetMetadata(id, map[string]string{MetadataCluster: "k1", MetadataPool: "small"})
+	os.SetMetadata(id, map[string]string{"kubernikus:kluster": "k1", "kubernikus:nodepool": "small"})
 	os.AddServer("node-1") // same name, other server: untouched
 	a := NewAccounts()
 	s, err := a.GetServer(t.Context(), cloudConfig(os), id)
-	if err != nil || s == nil || s.ID != id || s.Name != "node-1" || s.Metadata[MetadataCluster] != "k1" {
+	if err != nil || s == nil || s.ID != id || s.Name != "node-1" || s.Metadata["kubernikus:kluster"] != "k1" {
 		t.Fatalf("GetServer = %+v, %v", s, err)
 	}
 	if err := a.DeleteServer(t.Context(), cloudConfig(os), id); err != nil {

@@ -1,4 +1,4 @@
-package kubernikus
+package openstack
 
 import (
 	"context"

@@ -1,11 +1,15 @@
-package kubernikus
+package openstack
 
 import (
 	"bufio"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
+
+// KeyCloudConfig is the key of a cloud-config Secret.
+const KeyCloudConfig = "cloudprovider.conf"
 
 // CloudConfig is the OpenStack account of a Kubernikus cluster, as its
 // cloudprovider.conf holds it (the cloud-config Secret of the cluster's
@@ -68,4 +72,17 @@ func ParseCloudConfig(raw []byte) (CloudConfig, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// LoadCloudConfig reads a cloudprovider.conf file.
+func LoadCloudConfig(path string) (CloudConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return CloudConfig{}, fmt.Errorf("reading the OpenStack account: %w", err)
+	}
+	cc, err := ParseCloudConfig(raw)
+	if err != nil {
+		return CloudConfig{}, fmt.Errorf("the OpenStack account %s: %w", path, err)
+	}
+	return cc, nil
 }
