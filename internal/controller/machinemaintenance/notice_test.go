@@ -307,6 +307,14 @@ func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
 	}
 	// The profiles are told once, after the condition is written; polls
 	// that find the same risk tell them nothing more.
+	eventually(t, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(told) == 0 {
+			return fmt.Errorf("the profiles are not told yet")
+		}
+		return nil
+	})
 	c.poll()
 	c.poll()
 	time.Sleep(time.Second)
