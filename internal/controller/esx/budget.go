@@ -3,6 +3,7 @@ package esx
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,6 @@ func (c *Controller) acquire(ctx context.Context, cfg *Config, n *corev1.Node) (
 // or no longer waits to go down (its host back, or no esx-reboot-ok).
 func (c *Controller) stale(ctx context.Context) budget.Stale {
 	return maintenance.SourceStale(ctx, c.reader, maintenance.PrefixESX, func(n *corev1.Node) bool {
-		return n.Labels[LabelRebootOK] == "true" && n.Labels[LabelInMaintenance] != "" && n.Labels[LabelInMaintenance] != InMaintenanceFalse
+		return n.Labels[LabelRebootOK] == "true" && n.Labels[LabelInMaintenance] != "" && n.Labels[LabelInMaintenance] != vsphere.InMaintenanceFalse
 	})
 }

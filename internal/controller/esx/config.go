@@ -3,6 +3,7 @@ package esx
 import (
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"net/url"
 	"sort"
 	"strings"
@@ -58,13 +59,7 @@ type VCenters struct {
 	// Insecure skips the check of the vCenter's certificate.
 	Insecure bool `json:"insecure,omitempty"`
 	// Credentials are the user and password per availability zone.
-	Credentials map[string]Credentials `json:"credentials"`
-}
-
-// Credentials log in to one vCenter. They are never logged.
-type Credentials struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
+	Credentials map[string]vsphere.Credentials `json:"credentials"`
 }
 
 // Defaults of the fields a file leaves out: the maintenance-controller's

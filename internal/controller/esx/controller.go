@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"maps"
 	"slices"
 	"time"
@@ -243,16 +244,16 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 	if !ok {
 		return false, fmt.Errorf("vCenters.credentials has no entry for availability zone %q (nodes on hosts %v)", az, slices.Sorted(maps.Keys(hosts)))
 	}
-	vc, err := dial(ctx, cfg.URL(az), cfg.VCenters.Insecure, creds)
+	vc, err := vsphere.Dial(ctx, cfg.URL(az), cfg.VCenters.Insecure, creds)
 	if err != nil {
 		return false, err
 	}
-	defer vc.logout(context.WithoutCancel(ctx))
+	defer vc.Logout(context.WithoutCancel(ctx))
 	names := map[string]bool{}
 	for h := range hosts {
 		names[h] = true
 	}
-	states, twins, err := vc.hosts(ctx, names, cfg.Alarms)
+	states, twins, err := vc.Hosts(ctx, names, cfg.Alarms)
 	if err != nil {
 		return false, err
 	}
@@ -260,7 +261,7 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 		c.log.Info("ESX host name held by two hosts in its vCenter: its nodes are left alone", "hosts", twins, "availabilityZone", az)
 	}
 	var acting []*corev1.Node
-	actingHosts := map[string]HostState{}
+	actingHosts := map[string]vsphere.HostState{}
 	for _, h := range slices.Sorted(maps.Keys(hosts)) {
 		st, ok := states[h]
 		if !ok {
@@ -274,7 +275,7 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 			}
 			// The node's own annotation is not read: a forged one must not
 			// make pitstop power a VM on.
-			if held[n.Name] != nil || (st.Maintenance != InMaintenanceFalse && n.Labels[LabelRebootOK] == "true") {
+			if held[n.Name] != nil || (st.Maintenance != vsphere.InMaintenanceFalse && n.Labels[LabelRebootOK] == "true") {
 				acting = append(acting, n)
 				actingHosts[h] = st
 			}
@@ -283,7 +284,7 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 	if len(acting) == 0 {
 		return false, nil
 	}
-	vms, err := vc.vmsOn(ctx, actingHosts)
+	vms, err := vc.VMsOn(ctx, actingHosts)
 	if err != nil {
 		return false, err
 	}
@@ -299,7 +300,7 @@ func (c *Controller) checkZone(ctx context.Context, cfg *Config, az string, host
 }
 
 // label writes the host's version and maintenance state on the node.
-func (c *Controller) label(ctx context.Context, n *corev1.Node, st HostState) error {
+func (c *Controller) label(ctx context.Context, n *corev1.Node, st vsphere.HostState) error {
 	want := map[string]string{LabelInMaintenance: st.Maintenance}
 	if st.Version != "" {
 		want[LabelVersion] = st.Version

@@ -514,7 +514,7 @@ func TestTheSampleProfileSpendsTheBudget(t *testing.T) {
 	node(t, "esx-budget-a", "DC0_H0")
 	node(t, "esx-budget-b", "DC0_H0")
 
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "esx.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "samples", "esx.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

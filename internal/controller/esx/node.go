@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"time"
 
 	vimtypes "github.com/vmware/govmomi/vim25/types"
@@ -23,9 +24,9 @@ import (
 // it on and restore the node. nm is the node's ESX NodeMaintenance (nil:
 // none yet), vms the VMs on its host. busy says it waits for something
 // that changes soon.
-func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev1.Node, st HostState, nm *pitstopv1alpha1.NodeMaintenance, vms []vm) (busy bool, err error) {
+func (c *Controller) act(ctx context.Context, vc *vsphere.Client, cfg *Config, n *corev1.Node, st vsphere.HostState, nm *pitstopv1alpha1.NodeMaintenance, vms []vsphere.VM) (busy bool, err error) {
 	host := n.Labels[LabelHost]
-	if st.Maintenance == InMaintenanceFalse {
+	if st.Maintenance == vsphere.InMaintenanceFalse {
 		return false, c.restore(ctx, vc, n, nm, vms)
 	}
 	m, vmErr := vmOf(n, host, vms)
@@ -50,25 +51,25 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 		return false, vmErr
 	}
 	started, asked := shutdownStarted(nm, c.clock.Now())
-	if m.power == vimtypes.VirtualMachinePowerStatePoweredOff {
+	if m.Power == vimtypes.VirtualMachinePowerStatePoweredOff {
 		return false, nil // off: by pitstop (recorded) or by someone else (left off)
 	}
 	if !asked {
 		// Recorded before it is asked, so that pitstop powers on only the
 		// VM it shut down, even if it stops in between.
-		if err := c.record(ctx, nm, map[string]any{AnnotationVM: m.ref.Value, AnnotationShutdownStarted: c.clock.Now().UTC().Format(time.RFC3339)}); err != nil {
+		if err := c.record(ctx, nm, map[string]any{AnnotationVM: m.Ref.Value, AnnotationShutdownStarted: c.clock.Now().UTC().Format(time.RFC3339)}); err != nil {
 			return false, err
 		}
-		if err := vc.shutdownGuest(ctx, m); err != nil {
+		if err := vc.ShutdownGuest(ctx, m); err != nil {
 			c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventGuestShutdownFailed, "PowerOff", "the guest of VM %s cannot shut down (%v): powering it off", n.Name, err)
 			return false, c.powerOff(ctx, vc, n, m)
 		}
 		c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventGuestShutdown, "Shutdown", "drained: the guest of VM %s is shutting down (powered off after %s)", n.Name, cfg.Intervals.VMShutdown.Timeout.Duration)
 		return true, nil
 	}
-	if nm.Annotations[AnnotationVM] != m.ref.Value {
-		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventVMRefused, "PowerOff", "VM %s (%s) is not the VM pitstop asked to shut down (%s): left as it is", n.Name, m.ref.Value, nm.Annotations[AnnotationVM])
-		return false, fmt.Errorf("VM %s of node %s is not %s, recorded on NodeMaintenance %s", m.ref.Value, n.Name, nm.Annotations[AnnotationVM], nm.Name)
+	if nm.Annotations[AnnotationVM] != m.Ref.Value {
+		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventVMRefused, "PowerOff", "VM %s (%s) is not the VM pitstop asked to shut down (%s): left as it is", n.Name, m.Ref.Value, nm.Annotations[AnnotationVM])
+		return false, fmt.Errorf("VM %s of node %s is not %s, recorded on NodeMaintenance %s", m.Ref.Value, n.Name, nm.Annotations[AnnotationVM], nm.Name)
 	}
 	if wait := cfg.Intervals.VMShutdown.Timeout.Duration - c.clock.Since(started); wait > 0 {
 		return true, nil
@@ -82,7 +83,7 @@ func (c *Controller) act(ctx context.Context, vc *vcenter, cfg *Config, n *corev
 // evicted otherwise), and once it holds a slot of the integration's
 // budget. The NodeMaintenance is written first, the annotation that shows
 // it after.
-func (c *Controller) admit(ctx context.Context, cfg *Config, n *corev1.Node, st HostState, vmErr error) (bool, error) {
+func (c *Controller) admit(ctx context.Context, cfg *Config, n *corev1.Node, st vsphere.HostState, vmErr error) (bool, error) {
 	host := n.Labels[LabelHost]
 	if vmErr != nil {
 		c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventVMRefused, "Drain", "the node is not drained for ESX host %s: %v", host, vmErr)
@@ -101,7 +102,7 @@ func (c *Controller) admit(ctx context.Context, cfg *Config, n *corev1.Node, st 
 		}
 	}
 	why := "in maintenance"
-	if st.Maintenance == InMaintenanceAlarm {
+	if st.Maintenance == vsphere.InMaintenanceAlarm {
 		why = "alarmed (" + st.Alarm + ")"
 	}
 	c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventHostMaintenance, "Drain", "ESX host %s is %s: draining the node, then shutting its VM down", host, why)
@@ -120,8 +121,8 @@ func (c *Controller) record(ctx context.Context, nm *pitstopv1alpha1.NodeMainten
 	return nil
 }
 
-func (c *Controller) powerOff(ctx context.Context, vc *vcenter, n *corev1.Node, m vm) error {
-	if err := vc.powerOff(ctx, m); err != nil {
+func (c *Controller) powerOff(ctx context.Context, vc *vsphere.Client, n *corev1.Node, m vsphere.VM) error {
+	if err := vc.PowerOff(ctx, m); err != nil {
 		return fmt.Errorf("powering off VM %s: %w", n.Name, err)
 	}
 	return nil
@@ -144,10 +145,10 @@ func shutdownStarted(nm *pitstopv1alpha1.NodeMaintenance, now time.Time) (time.T
 
 // drain returns the node's ESX NodeMaintenance, created on the first call;
 // nil while the one of an earlier maintenance is still going.
-func (c *Controller) drain(ctx context.Context, cfg *Config, n *corev1.Node, st HostState) (*pitstopv1alpha1.NodeMaintenance, error) {
+func (c *Controller) drain(ctx context.Context, cfg *Config, n *corev1.Node, st vsphere.HostState) (*pitstopv1alpha1.NodeMaintenance, error) {
 	spec := cfg.Intervals.PodEviction.Drain()
 	reason := fmt.Sprintf("ESX host %s in maintenance", n.Labels[LabelHost])
-	if st.Maintenance == InMaintenanceAlarm {
+	if st.Maintenance == vsphere.InMaintenanceAlarm {
 		// The host is failing, but each pod still gets its own grace
 		// period: a stateful pod cut short loses data.
 		reason = fmt.Sprintf("ESX host %s alarmed: %s", n.Labels[LabelHost], st.Alarm)
@@ -163,22 +164,22 @@ func (c *Controller) drain(ctx context.Context, cfg *Config, n *corev1.Node, st 
 // pitstop shut down (as its NodeMaintenance records) powered on, the
 // NodeMaintenance deleted (which uncordons the node), the slot given back,
 // the annotations removed. A VM pitstop did not shut down is left as it is.
-func (c *Controller) restore(ctx context.Context, vc *vcenter, n *corev1.Node, nm *pitstopv1alpha1.NodeMaintenance, vms []vm) error {
+func (c *Controller) restore(ctx context.Context, vc *vsphere.Client, n *corev1.Node, nm *pitstopv1alpha1.NodeMaintenance, vms []vsphere.VM) error {
 	if nm == nil {
 		return nil
 	}
 	host := n.Labels[LabelHost]
 	if want := nm.Annotations[AnnotationVM]; want != "" && nm.DeletionTimestamp.IsZero() {
 		m, err := vmOf(n, host, vms)
-		if err == nil && m.ref.Value != want {
-			err = fmt.Errorf("VM %s (%s) on ESX host %s is not the VM pitstop shut down (%s)", n.Name, m.ref.Value, host, want)
+		if err == nil && m.Ref.Value != want {
+			err = fmt.Errorf("VM %s (%s) on ESX host %s is not the VM pitstop shut down (%s)", n.Name, m.Ref.Value, host, want)
 		}
 		if err != nil {
 			c.recorder.Eventf(n, nil, corev1.EventTypeWarning, EventVMRefused, "PowerOn", "the node stays in maintenance, no VM is powered on: %v", err)
 			return err
 		}
-		if m.power != vimtypes.VirtualMachinePowerStatePoweredOn {
-			if err := vc.powerOn(ctx, m); err != nil {
+		if m.Power != vimtypes.VirtualMachinePowerStatePoweredOn {
+			if err := vc.PowerOn(ctx, m); err != nil {
 				return fmt.Errorf("powering on VM %s: %w", n.Name, err)
 			}
 			c.recorder.Eventf(n, nil, corev1.EventTypeNormal, EventPoweredOn, "PowerOn", "ESX host %s is back: VM %s powered on", host, n.Name)

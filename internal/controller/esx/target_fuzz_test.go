@@ -2,6 +2,7 @@ package esx
 
 import (
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"strings"
 	"testing"
 
@@ -33,10 +34,10 @@ func FuzzVMOf(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, providerID, host, spec string) {
 		type entry struct {
 			host string
-			vm   vm
+			vm   vsphere.VM
 		}
 		var inventory []entry
-		byHost := map[string][]vm{}
+		byHost := map[string][]vsphere.VM{}
 		for i, line := range strings.Split(spec, "\n") {
 			fields := strings.SplitN(line, " ", 3)
 			if len(fields) != 3 || i >= 64 {
@@ -45,9 +46,9 @@ func FuzzVMOf(f *testing.F) {
 			uuid := fields[2]
 			var n int
 			if _, err := fmt.Sscanf(uuid, "=%d", &n); err == nil && n >= 0 && n < len(inventory) {
-				uuid = inventory[n].vm.uuid
+				uuid = inventory[n].vm.UUID
 			}
-			m := vm{ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: fmt.Sprintf("vm-%d", i)}, name: fields[1], uuid: uuid}
+			m := vsphere.VM{Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: fmt.Sprintf("vm-%d", i)}, Name: fields[1], UUID: uuid}
 			inventory = append(inventory, entry{host: fields[0], vm: m})
 			byHost[fields[0]] = append(byHost[fields[0]], m)
 		}
@@ -56,7 +57,7 @@ func FuzzVMOf(f *testing.F) {
 		// As the controller asks: the VMs of the node's labelled host.
 		got, err := vmOf(n, host, byHost[host])
 		if err != nil {
-			if got != (vm{}) {
+			if got != (vsphere.VM{}) {
 				t.Fatalf("a refusal (%v) with VM %+v", err, got)
 			}
 			if !strings.Contains(err.Error(), "node "+name) {
@@ -66,22 +67,22 @@ func FuzzVMOf(f *testing.F) {
 		}
 		var where []string
 		for _, e := range inventory {
-			if e.vm.ref == got.ref {
+			if e.vm.Ref == got.Ref {
 				where = append(where, e.host)
 			}
 		}
 		switch {
 		case len(where) != 1 || where[0] != host:
 			t.Fatalf("node %q, labelled with host %q, was given VM %+v, which is on hosts %q", name, host, got, where)
-		case got.name != name:
+		case got.Name != name:
 			t.Fatalf("node %q was given VM %+v of another name", name, got)
-		case providerID != "" && !strings.EqualFold(providerIDPrefix+got.uuid, providerID):
+		case providerID != "" && !strings.EqualFold(providerIDPrefix+got.UUID, providerID):
 			t.Fatalf("node %q (providerID %q) was given VM %+v of another UUID", name, providerID, got)
 		}
 		if providerID == "" {
 			named := 0
 			for _, m := range byHost[host] {
-				if m.name == name {
+				if m.Name == name {
 					named++
 				}
 			}

@@ -260,7 +260,7 @@ func TestTheSampleProfileReplacesOutdatedNodesOneAtATime(t *testing.T) {
 	for _, n := range []string{"kp-1", "kp-2"} {
 		node(t, n, "v1.20.0", fake.AddServer(n), pool)
 	}
-	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "kubernikus.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "samples", "kubernikus.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package esx
+package vsphere
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// Values of LabelInMaintenance.
+// What a hosts maintenance is (HostState.Maintenance): the values the
+// ESX integration writes into its node label.
 const (
 	InMaintenanceTrue  = "true"
 	InMaintenanceAlarm = "alarm"
@@ -42,14 +43,14 @@ type HostState struct {
 // EnterMaintenanceMode_Task.
 const taskEnterMaintenance = "HostSystem.enterMaintenanceMode"
 
-// vcenter is a logged-in session with one availability zone's vCenter.
-type vcenter struct {
+// Client is a logged-in session with one availability zone's vCenter.
+type Client struct {
 	c *vim25.Client
 }
 
 // dial logs in to the vCenter at rawURL. The credentials go only into the
 // login call; errors never carry them.
-func dial(ctx context.Context, rawURL string, insecure bool, creds Credentials) (*vcenter, error) {
+func Dial(ctx context.Context, rawURL string, insecure bool, creds Credentials) (*Client, error) {
 	u, err := soap.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("vCenter URL %q: %w", rawURL, err)
@@ -62,16 +63,16 @@ func dial(ctx context.Context, rawURL string, insecure bool, creds Credentials) 
 	if err := session.NewManager(c).Login(ctx, url.UserPassword(creds.Username, creds.Password)); err != nil {
 		return nil, fmt.Errorf("logging in to vCenter %s as %q: %w", u.Redacted(), creds.Username, err)
 	}
-	return &vcenter{c: c}, nil
+	return &Client{c: c}, nil
 }
 
-func (v *vcenter) logout(ctx context.Context) {
+func (v *Client) Logout(ctx context.Context) {
 	_ = session.NewManager(v.c).Logout(ctx)
 }
 
 // retrieve reads the properties ps of every managed object of kind under
 // the vCenter's root folder into dst.
-func (v *vcenter) retrieve(ctx context.Context, kind string, ps []string, dst any) error {
+func (v *Client) retrieve(ctx context.Context, kind string, ps []string, dst any) error {
 	m := view.NewManager(v.c)
 	cv, err := m.CreateContainerView(ctx, v.c.ServiceContent.RootFolder, []string{kind}, true)
 	if err != nil {
@@ -85,7 +86,7 @@ func (v *vcenter) retrieve(ctx context.Context, kind string, ps []string, dst an
 // host the vCenter does not know is left out, and so is a name two hosts
 // hold (twins names those): pitstop will not guess which one is the
 // nodes'. alarms are the alarm names that count.
-func (v *vcenter) hosts(ctx context.Context, names map[string]bool, alarms []string) (out map[string]HostState, twins []string, err error) {
+func (v *Client) Hosts(ctx context.Context, names map[string]bool, alarms []string) (out map[string]HostState, twins []string, err error) {
 	var all []mo.HostSystem
 	if err := v.retrieve(ctx, "HostSystem", []string{"name", "runtime.inMaintenanceMode", "config.product.version", "triggeredAlarmState", "recentTask", "vm"}, &all); err != nil {
 		return nil, nil, fmt.Errorf("reading the hosts: %w", err)
@@ -178,16 +179,16 @@ func triggered(ctx context.Context, pc *property.Collector, states []types.Alarm
 	return "", nil
 }
 
-// vm is a virtual machine registered on a host.
-type vm struct {
-	ref   types.ManagedObjectReference
-	name  string
-	uuid  string // config.uuid, the BIOS UUID a vsphere:// providerID holds
-	power types.VirtualMachinePowerState
+// VM is a virtual machine registered on a host.
+type VM struct {
+	Ref   types.ManagedObjectReference
+	Name  string
+	UUID  string // config.uuid, the BIOS UUID a vsphere:// providerID holds
+	Power types.VirtualMachinePowerState
 }
 
 // vmsOn reads the virtual machines registered on hosts, by host name.
-func (v *vcenter) vmsOn(ctx context.Context, hosts map[string]HostState) (map[string][]vm, error) {
+func (v *Client) VMsOn(ctx context.Context, hosts map[string]HostState) (map[string][]VM, error) {
 	var refs []types.ManagedObjectReference
 	hostOf := map[types.ManagedObjectReference]string{}
 	for name, st := range hosts {
@@ -196,7 +197,7 @@ func (v *vcenter) vmsOn(ctx context.Context, hosts map[string]HostState) (map[st
 			hostOf[ref] = name
 		}
 	}
-	out := map[string][]vm{}
+	out := map[string][]VM{}
 	if len(refs) == 0 {
 		return out, nil
 	}
@@ -205,9 +206,9 @@ func (v *vcenter) vmsOn(ctx context.Context, hosts map[string]HostState) (map[st
 		return nil, fmt.Errorf("reading the virtual machines: %w", err)
 	}
 	for _, m := range all {
-		found := vm{ref: m.Self, name: m.Name, power: m.Runtime.PowerState}
+		found := VM{Ref: m.Self, Name: m.Name, Power: m.Runtime.PowerState}
 		if m.Config != nil {
-			found.uuid = m.Config.Uuid
+			found.UUID = m.Config.Uuid
 		}
 		h := hostOf[m.Self]
 		out[h] = append(out[h], found)
@@ -216,13 +217,13 @@ func (v *vcenter) vmsOn(ctx context.Context, hosts map[string]HostState) (map[st
 }
 
 // shutdownGuest asks the guest to shut down; it does not wait.
-func (v *vcenter) shutdownGuest(ctx context.Context, m vm) error {
-	return object.NewVirtualMachine(v.c, m.ref).ShutdownGuest(ctx)
+func (v *Client) ShutdownGuest(ctx context.Context, m VM) error {
+	return object.NewVirtualMachine(v.c, m.Ref).ShutdownGuest(ctx)
 }
 
 // powerOff powers the VM off at once and waits for it.
-func (v *vcenter) powerOff(ctx context.Context, m vm) error {
-	task, err := object.NewVirtualMachine(v.c, m.ref).PowerOff(ctx)
+func (v *Client) PowerOff(ctx context.Context, m VM) error {
+	task, err := object.NewVirtualMachine(v.c, m.Ref).PowerOff(ctx)
 	if err != nil {
 		return err
 	}
@@ -230,10 +231,16 @@ func (v *vcenter) powerOff(ctx context.Context, m vm) error {
 }
 
 // powerOn powers the VM on and waits for it.
-func (v *vcenter) powerOn(ctx context.Context, m vm) error {
-	task, err := object.NewVirtualMachine(v.c, m.ref).PowerOn(ctx)
+func (v *Client) PowerOn(ctx context.Context, m VM) error {
+	task, err := object.NewVirtualMachine(v.c, m.Ref).PowerOn(ctx)
 	if err != nil {
 		return err
 	}
 	return task.Wait(ctx)
+}
+
+// Credentials log in to one vCenter. They are never logged.
+type Credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
