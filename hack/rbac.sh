@@ -27,7 +27,7 @@ feature core ./internal/manager ./internal/controller/nodemaintenance ./internal
   ./internal/plugin/... ./internal/notify ./internal/profilesecret ./internal/budget ./internal/dashboard ./internal/webhookcert
 feature machine-api ./internal/machineapi/machine ./internal/machineapi/machineset \
   ./internal/machineapi/nodelink ./internal/machineapi/healthcheck
-feature aws-provider ./internal/machineapi/provider/aws
+feature aws-provider ./internal/cloud/aws
 feature kwok-provider ./internal/machineapi/provider/kwok
 feature medik8s ./internal/controller/medik8s
 feature cloud-events ./internal/controller/machinemaintenance

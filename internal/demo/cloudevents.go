@@ -23,9 +23,9 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )

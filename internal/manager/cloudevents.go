@@ -11,9 +11,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 )
 
 // cloudEventSources are the clouds --cloud-events may name.
@@ -67,7 +67,7 @@ func setupCloudEvents(mgr ctrl.Manager, opts Options, profiles *profile.Reconcil
 		return fmt.Errorf("the aws provider: %w", err)
 	}
 	_, err = machinemaintenance.Setup(mgr, machinemaintenance.Options{
-		Cloud: machinemaintenance.AWS{Provider: p}, Namespace: opts.LeaderElectionNamespace, Interval: opts.CloudEventsInterval,
+		Cloud: aws.Events{Provider: p}, Namespace: opts.LeaderElectionNamespace, Interval: opts.CloudEventsInterval,
 		Machines: machines, Retention: opts.ScheduledEventRetention, Margin: opts.ScheduledEventMargin, WarnBefore: opts.ScheduledEventWarnBefore,
 		Outlook: profiles.Decisions, Notify: profiles.NotifyDeadlineAtRisk,
 	})

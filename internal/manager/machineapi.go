@@ -11,12 +11,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/healthcheck"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machine"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/nodelink"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/kwok"
 )
 

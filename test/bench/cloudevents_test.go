@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"testing"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -90,14 +91,14 @@ func BenchmarkCloudEventsNotice(b *testing.B) {
 	var poller *machinemaintenance.Poller
 	testutil.StartControllers(b, env.Config, ctrl.Options{}, func(mgr ctrl.Manager) error {
 		var err error
-		poller, err = machinemaintenance.Setup(mgr, machinemaintenance.Options{Cloud: machinemaintenance.AWS{Provider: p}, Namespace: ns, Interval: 24 * time.Hour, Machines: true})
+		poller, err = machinemaintenance.Setup(mgr, machinemaintenance.Options{Cloud: aws.Events{Provider: p}, Namespace: ns, Interval: 24 * time.Hour, Machines: true})
 		return err
 	})
 	perInstance := ec2.New(ec2.Options{Region: "us-east-1", BaseEndpoint: awssdk.String(f.URL), Credentials: credentials.NewStaticCredentialsProvider(key, secret, "")})
 
-	var targets []aws.Target
+	var targets []cloud.Target
 	for _, id := range ids {
-		targets = append(targets, aws.Target{InstanceID: id, Region: "us-east-1", Namespace: ns, CredentialsSecret: "creds"})
+		targets = append(targets, cloud.Target{InstanceID: id, Region: "us-east-1", Namespace: ns, CredentialsSecret: "creds"})
 	}
 	// The poll pitstop makes at start is not counted: the runs begin once
 	// it is done.

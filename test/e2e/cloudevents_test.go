@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/demo"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"

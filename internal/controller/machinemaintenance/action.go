@@ -3,6 +3,7 @@ package machinemaintenance
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"strings"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
@@ -291,15 +291,15 @@ func (r *Reconciler) reboot(ctx context.Context, mm *pitstopv1alpha1.MachineMain
 // status.providerStatus or spec.providerID) once the Machine is verified
 // as the node's; for a node without a Machine, the instance its
 // spec.providerID names once the provider's record agrees.
-func (r *Reconciler) target(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) (aws.Target, error) {
+func (r *Reconciler) target(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance) (cloud.Target, error) {
 	if mm.Spec.MachineName != "" {
 		m, err := r.verifiedMachine(ctx, mm)
 		if err != nil {
-			return aws.Target{}, err
+			return cloud.Target{}, err
 		}
 		t, ok := r.cloud.MachineTarget(m)
 		if !ok {
-			return aws.Target{}, refuse(fmt.Errorf("machine %s/%s has no %s instance (status.providerStatus, spec.providerID %q)",
+			return cloud.Target{}, refuse(fmt.Errorf("machine %s/%s has no %s instance (status.providerStatus, spec.providerID %q)",
 				m.Namespace, m.Name, r.cloud.Name(), ptr.Deref(m.Spec.ProviderID, "")))
 		}
 		return t, nil

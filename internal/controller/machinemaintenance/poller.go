@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"maps"
 	"sort"
 	"strings"
@@ -23,7 +24,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 
@@ -46,7 +46,7 @@ const (
 // MachineMaintenances in step with them. It runs on the leader only.
 type Poller struct {
 	Client client.Client
-	Cloud  Cloud
+	Cloud  cloud.Events
 	// Namespace holds the MachineMaintenances of Nodes without a Machine
 	// (pitstop's own).
 	Namespace string
@@ -80,7 +80,7 @@ func (p *Poller) Start(ctx context.Context) error {
 
 // owner is what an instance backs: a Machine (and its Node), or a Node.
 type owner struct {
-	target  aws.Target
+	target  cloud.Target
 	machine *machinev1beta1.Machine
 	node    string
 }
@@ -100,7 +100,7 @@ func (p *Poller) Poll(ctx context.Context) (PollSummary, error) {
 	if err != nil {
 		return PollSummary{}, err
 	}
-	targets := make([]aws.Target, 0, len(owners))
+	targets := make([]cloud.Target, 0, len(owners))
 	for id, o := range owners {
 		if unread[id] == nil {
 			targets = append(targets, o.target)
@@ -141,7 +141,7 @@ func (p *Poller) Poll(ctx context.Context) (PollSummary, error) {
 		o := owners[e.InstanceID]
 		mm := existing[key]
 		if mm == nil {
-			if e.State != aws.EventScheduled {
+			if e.State != cloud.EventScheduled {
 				continue // over before pitstop saw it: nothing to record
 			}
 			created, err := p.create(ctx, o, e, now)
@@ -232,7 +232,7 @@ func (p *Poller) owners(ctx context.Context) (owners map[string]owner, unread ma
 		}
 	}
 	var alone []*corev1.Node
-	var targets []aws.Target
+	var targets []cloud.Target
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		t, ok := p.Cloud.NodeTarget(n)
@@ -294,7 +294,7 @@ func (p *Poller) untrusted(n *corev1.Node, message string) {
 
 // create makes the MachineMaintenance of a new event: beside its Machine
 // and owned by it, or in pitstop's namespace for a Node without one.
-func (p *Poller) create(ctx context.Context, o owner, e aws.ScheduledEvent, now time.Time) (*pitstopv1alpha1.MachineMaintenance, error) {
+func (p *Poller) create(ctx context.Context, o owner, e cloud.ScheduledEvent, now time.Time) (*pitstopv1alpha1.MachineMaintenance, error) {
 	mm := &pitstopv1alpha1.MachineMaintenance{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace,
@@ -326,7 +326,7 @@ func (p *Poller) create(ctx context.Context, o owner, e aws.ScheduledEvent, now 
 
 // listed updates an object whose event the provider lists: its spec, its
 // last sighting, and its end when the provider says the event is over.
-func (p *Poller) listed(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, o owner, e aws.ScheduledEvent, now time.Time) (bool, error) {
+func (p *Poller) listed(ctx context.Context, mm *pitstopv1alpha1.MachineMaintenance, o owner, e cloud.ScheduledEvent, now time.Time) (bool, error) {
 	if mm == nil || mm.Status.Phase.Finished() {
 		return false, nil
 	}
@@ -355,10 +355,10 @@ func (p *Poller) listed(ctx context.Context, mm *pitstopv1alpha1.MachineMaintena
 		}
 	}
 	switch e.State {
-	case aws.EventCanceled:
+	case cloud.EventCanceled:
 		return true, p.end(ctx, mm, pitstopv1alpha1.EventCanceled, ReasonListed, "the provider canceled the event", now)
-	case aws.EventCompleted:
-		return true, p.end(ctx, mm, endPhase(mm, now, aws.EventCompleted), ReasonListed, "the provider completed the event", now)
+	case cloud.EventCompleted:
+		return true, p.end(ctx, mm, endPhase(mm, now, cloud.EventCompleted), ReasonListed, "the provider completed the event", now)
 	}
 	before := mm.DeepCopy()
 	mm.Status.LastSeenTime = &metav1.Time{Time: now}
@@ -412,11 +412,11 @@ func (p *Poller) patchStatus(ctx context.Context, mm, before *pitstopv1alpha1.Ma
 // pitstop's action is done, Canceled when it ended before it was due
 // (and the provider did not say it completed), Missed when the provider
 // carried it out before pitstop acted.
-func endPhase(mm *pitstopv1alpha1.MachineMaintenance, now time.Time, state aws.EventState) pitstopv1alpha1.MachineMaintenancePhase {
+func endPhase(mm *pitstopv1alpha1.MachineMaintenance, now time.Time, state cloud.EventState) pitstopv1alpha1.MachineMaintenancePhase {
 	if a := mm.Status.Action; a != nil && a.Step == pitstopv1alpha1.StepDone {
 		return pitstopv1alpha1.EventCompleted
 	}
-	if state != aws.EventCompleted && mm.Spec.NotBefore != nil && now.Before(mm.Spec.NotBefore.Time) {
+	if state != cloud.EventCompleted && mm.Spec.NotBefore != nil && now.Before(mm.Spec.NotBefore.Time) {
 		return pitstopv1alpha1.EventCanceled
 	}
 	if a := mm.Status.Action; a != nil && a.Step != pitstopv1alpha1.StepRequested {
@@ -434,7 +434,7 @@ func finish(mm *pitstopv1alpha1.MachineMaintenance, phase pitstopv1alpha1.Machin
 	meta.RemoveStatusCondition(&mm.Status.Conditions, ConditionDeadlineAtRisk)
 }
 
-func specOf(provider string, o owner, e aws.ScheduledEvent) pitstopv1alpha1.MachineMaintenanceSpec {
+func specOf(provider string, o owner, e cloud.ScheduledEvent) pitstopv1alpha1.MachineMaintenanceSpec {
 	s := pitstopv1alpha1.MachineMaintenanceSpec{
 		Provider: provider, InstanceID: e.InstanceID, EventID: e.ID, Code: e.Code, Description: e.Description,
 		NodeName: o.node, MachineName: machineName(o),

@@ -3,6 +3,7 @@ package machinemaintenance
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"maps"
 	"slices"
 	"sort"
@@ -64,7 +65,7 @@ const (
 type Reconciler struct {
 	client   client.Client
 	reader   client.Reader
-	cloud    Cloud
+	cloud    cloud.Events
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	opts     Options

@@ -2,6 +2,7 @@ package machinemaintenance
 
 import (
 	"context"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
@@ -26,7 +27,7 @@ import (
 // Options configure the poller and the reconciler.
 type Options struct {
 	// Cloud is the provider of scheduled events.
-	Cloud Cloud
+	Cloud cloud.Events
 	// Namespace is pitstop's: it holds the MachineMaintenances of Nodes
 	// without a Machine.
 	Namespace string

@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/machineset"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
 )
@@ -104,7 +104,7 @@ func newClusterOf(t *testing.T, c *cluster, edit ...func(*machinemaintenance.Opt
 		t.Fatal(err)
 	}
 	c.opts = machinemaintenance.Options{
-		Cloud: machinemaintenance.AWS{Provider: p}, Namespace: c.ns, Interval: time.Hour, Machines: true, Margin: time.Hour,
+		Cloud: aws.Events{Provider: p}, Namespace: c.ns, Interval: time.Hour, Machines: true, Margin: time.Hour,
 		// The tests poll when they choose: the first poll at start finds
 		// nothing yet.
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +14,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 )
 
 // Reasons of the Events that say pitstop refused a target.
@@ -102,30 +102,30 @@ func (r *Reconciler) verifiedMachine(ctx context.Context, mm *pitstopv1alpha1.Ma
 // node, or whose instance it is, makes it a refusal (the action is the
 // Machine's to take); so does a provider record that gives the instance
 // another node's name.
-func (r *Reconciler) verifiedNodeTarget(ctx context.Context, name string) (aws.Target, error) {
+func (r *Reconciler) verifiedNodeTarget(ctx context.Context, name string) (cloud.Target, error) {
 	node := &corev1.Node{}
 	if err := r.reader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-		return aws.Target{}, fmt.Errorf("reading node %s: %w", name, err)
+		return cloud.Target{}, fmt.Errorf("reading node %s: %w", name, err)
 	}
 	machines, err := allMachines(ctx, r.reader, r.opts.Machines)
 	if err != nil {
-		return aws.Target{}, err
+		return cloud.Target{}, err
 	}
 	if m, err := machineapi.MachineOfNode(node, machines); err == nil {
-		return aws.Target{}, refuse(fmt.Errorf("node %s runs on machine %s/%s (its status.nodeRef), but the action names no machine", node.Name, m.Namespace, m.Name))
+		return cloud.Target{}, refuse(fmt.Errorf("node %s runs on machine %s/%s (its status.nodeRef), but the action names no machine", node.Name, m.Namespace, m.Name))
 	} else if !errors.Is(err, machineapi.ErrNoMachine) {
-		return aws.Target{}, refuse(err)
+		return cloud.Target{}, refuse(err)
 	}
 	t, ok := r.cloud.NodeTarget(node)
 	if !ok {
-		return aws.Target{}, refuse(fmt.Errorf("node %s has no %s instance (spec.providerID %q)", node.Name, r.cloud.Name(), node.Spec.ProviderID))
+		return cloud.Target{}, refuse(fmt.Errorf("node %s has no %s instance (spec.providerID %q)", node.Name, r.cloud.Name(), node.Spec.ProviderID))
 	}
-	names, failed := r.cloud.NodeNames(ctx, []aws.Target{t})
+	names, failed := r.cloud.NodeNames(ctx, []cloud.Target{t})
 	if err := failed[t.InstanceID]; err != nil {
-		return aws.Target{}, err
+		return cloud.Target{}, err
 	}
 	if err := checkNodeName(node, t, names[t.InstanceID], r.cloud.Name()); err != nil {
-		return aws.Target{}, refuse(err)
+		return cloud.Target{}, refuse(err)
 	}
 	return t, nil
 }
@@ -133,7 +133,7 @@ func (r *Reconciler) verifiedNodeTarget(ctx context.Context, name string) (aws.T
 // checkNodeName says whether the provider's record of a node's instance
 // (the name its node registers under) is the node's name: a LinkError
 // naming both when not.
-func checkNodeName(node *corev1.Node, t aws.Target, name, provider string) error {
+func checkNodeName(node *corev1.Node, t cloud.Target, name, provider string) error {
 	if name == node.Name {
 		return nil
 	}

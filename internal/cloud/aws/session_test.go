@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 )
 
 func TestSecretsThatCannotBeUsed(t *testing.T) {

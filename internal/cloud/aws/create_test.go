@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 

@@ -1,4 +1,7 @@
-// Package aws is the machine provider for Amazon EC2: it serves Machines
+// Package aws is pitstop's one EC2 client. It is the cloud.Events of EC2's
+// scheduled events (events.go, cloudevents.go: one paged listing per
+// region and credentials, reboots) and the machine provider for Amazon
+// EC2: it serves Machines
 // whose providerSpec is an AWSMachineProviderConfig, the type OpenShift's
 // AWS machines use, so their manifests work unchanged. Create launches one
 // instance per Machine with RunInstances (the AMI, instance type, subnet

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 

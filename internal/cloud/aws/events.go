@@ -3,8 +3,8 @@ package aws
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"strings"
-	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -17,27 +17,6 @@ import (
 // EventCodes are the codes of the events EC2 schedules for instances:
 // what pitstop notices and acts on.
 var EventCodes = []string{"instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop"}
-
-// EventState is where EC2 says a scheduled event stands.
-type EventState string
-
-const (
-	EventScheduled EventState = "Scheduled"
-	// EventCompleted and EventCanceled: EC2 still lists the event for a
-	// while, its description starting "[Completed]" or "[Canceled]".
-	EventCompleted EventState = "Completed"
-	EventCanceled  EventState = "Canceled"
-)
-
-// ScheduledEvent is an event EC2 has scheduled for an instance.
-type ScheduledEvent struct {
-	InstanceID, ID, Code, Description string
-	State                             EventState
-	// NotBefore is the earliest the event starts, NotAfter the latest it
-	// ends (zero when EC2 does not say); NotBeforeDeadline the latest
-	// NotBefore may be moved to, where the event can be rescheduled.
-	NotBefore, NotAfter, NotBeforeDeadline time.Time
-}
 
 // StatusAPI is the EC2 call ScheduledEvents makes.
 type StatusAPI interface {
@@ -54,13 +33,13 @@ const statusPage = 1000
 // left out. Throttling is retried by the client's retryer. An error is
 // returned as one, never as "no events": an instance whose events could
 // not be read must not look free of them.
-func ScheduledEvents(ctx context.Context, api StatusAPI, instances map[string]bool) ([]ScheduledEvent, error) {
+func ScheduledEvents(ctx context.Context, api StatusAPI, instances map[string]bool) ([]cloud.ScheduledEvent, error) {
 	in := &ec2.DescribeInstanceStatusInput{
 		Filters:             []ec2types.Filter{{Name: awssdk.String("event.code"), Values: EventCodes}},
 		IncludeAllInstances: awssdk.Bool(true),
 		MaxResults:          awssdk.Int32(statusPage),
 	}
-	var out []ScheduledEvent
+	var out []cloud.ScheduledEvent
 	seen := pageTokens{}
 	pages := ec2.NewDescribeInstanceStatusPaginator(api, in)
 	for pages.HasMorePages() {
@@ -84,16 +63,16 @@ func ScheduledEvents(ctx context.Context, api StatusAPI, instances map[string]bo
 	return out, nil
 }
 
-func scheduledEvent(instance string, e ec2types.InstanceStatusEvent) ScheduledEvent {
+func scheduledEvent(instance string, e ec2types.InstanceStatusEvent) cloud.ScheduledEvent {
 	desc := awssdk.ToString(e.Description)
-	state := EventScheduled
+	state := cloud.EventScheduled
 	switch {
 	case strings.HasPrefix(desc, "[Completed]"):
-		state = EventCompleted
+		state = cloud.EventCompleted
 	case strings.HasPrefix(desc, "[Canceled]"):
-		state = EventCanceled
+		state = cloud.EventCanceled
 	}
-	return ScheduledEvent{
+	return cloud.ScheduledEvent{
 		InstanceID: instance, ID: awssdk.ToString(e.InstanceEventId), Code: string(e.Code), Description: desc, State: state,
 		NotBefore: awssdk.ToTime(e.NotBefore), NotAfter: awssdk.ToTime(e.NotAfter), NotBeforeDeadline: awssdk.ToTime(e.NotBeforeDeadline),
 	}
@@ -103,35 +82,21 @@ func scheduledEvent(instance string, e ec2types.InstanceStatusEvent) ScheduledEv
 // spec.providerID (aws:///us-east-1a/i-0123), or "" when it names none.
 func InstanceIDOf(providerID string) string { return instanceIDFrom(providerID) }
 
-// Target is an instance whose scheduled events pitstop follows: one that
-// backs a Machine (its region and credentials are the Machine's, as the
-// provider uses them) or a Node without one (the region of its zone, the
-// default credentials).
-type Target struct {
-	InstanceID string
-	// Region is the instance's region; empty: the provider's default.
-	Region string
-	// Namespace and CredentialsSecret name the Secret holding the keys
-	// (the Machine's providerSpec credentialsSecret); empty: the SDK's
-	// default credential chain.
-	Namespace, CredentialsSecret string
-}
-
 // MachineTarget returns the target of a Machine's instance; false when the
 // Machine is not an aws one or has no instance yet.
-func MachineTarget(m *machinev1beta1.Machine) (Target, bool) {
+func MachineTarget(m *machinev1beta1.Machine) (cloud.Target, bool) {
 	if kind, err := provider.SpecKind(m); err != nil || kind != Kind {
-		return Target{}, false
+		return cloud.Target{}, false
 	}
 	spec, st, err := decode(m)
 	if err != nil {
-		return Target{}, false
+		return cloud.Target{}, false
 	}
 	id := knownInstanceID(m, st)
 	if id == "" {
-		return Target{}, false
+		return cloud.Target{}, false
 	}
-	t := Target{InstanceID: id, Region: spec.Placement.Region, Namespace: m.Namespace}
+	t := cloud.Target{InstanceID: id, Region: spec.Placement.Region, Namespace: m.Namespace}
 	if t.Region == "" {
 		t.Region = RegionOfZone(spec.Placement.AvailabilityZone)
 	}
@@ -143,10 +108,10 @@ func MachineTarget(m *machinev1beta1.Machine) (Target, bool) {
 
 // NodeTarget returns the target of a Node's instance, from its
 // spec.providerID (aws:///us-east-1a/i-0123); false when it names none.
-func NodeTarget(providerID string) (Target, bool) {
+func NodeTarget(providerID string) (cloud.Target, bool) {
 	id := instanceIDFrom(providerID)
 	if id == "" {
-		return Target{}, false
+		return cloud.Target{}, false
 	}
 	rest := strings.TrimPrefix(providerID, "aws://")
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
@@ -154,7 +119,7 @@ func NodeTarget(providerID string) (Target, bool) {
 	if len(parts) == 2 {
 		region = RegionOfZone(parts[0])
 	}
-	return Target{InstanceID: id, Region: region}, true
+	return cloud.Target{InstanceID: id, Region: region}, true
 }
 
 // RegionOfZone returns the region of an availability zone (us-east-1a →
@@ -167,20 +132,9 @@ func RegionOfZone(zone string) string {
 	return region
 }
 
-// PollResult is what one poll of EC2 found.
-type PollResult struct {
-	// Events are the scheduled events of the targets that could be read.
-	Events []ScheduledEvent
-	// Failed are the targets whose events could not be read, by instance
-	// ID, with the error: they must not look free of events.
-	Failed map[string]error
-	// Calls is how many DescribeInstanceStatus pages EC2 returned.
-	Calls int
-}
-
 // ScheduledEventsOf lists the scheduled events of the targets: one paged
 // listing per region and credentials, never a call per instance.
-func (p *Provider) ScheduledEventsOf(ctx context.Context, targets []Target) PollResult {
+func (p *Provider) ScheduledEventsOf(ctx context.Context, targets []cloud.Target) cloud.PollResult {
 	type groupKey struct{ region, namespace, secret string }
 	groups := map[groupKey]map[string]bool{}
 	var order []groupKey
@@ -195,7 +149,7 @@ func (p *Provider) ScheduledEventsOf(ctx context.Context, targets []Target) Poll
 		}
 		groups[k][t.InstanceID] = true
 	}
-	res := PollResult{Failed: map[string]error{}}
+	res := cloud.PollResult{Failed: map[string]error{}}
 	for _, k := range order {
 		err := func() error {
 			s, err := p.sessionFor(ctx, k.region, k.namespace, k.secret)
@@ -234,7 +188,7 @@ func (c countingStatusAPI) DescribeInstanceStatus(ctx context.Context, in *ec2.D
 
 // RebootInstance reboots the target's instance (EC2 RebootInstances): a
 // reboot the owner makes, which completes an instance-reboot event early.
-func (p *Provider) RebootInstance(ctx context.Context, t Target) error {
+func (p *Provider) RebootInstance(ctx context.Context, t cloud.Target) error {
 	s, err := p.sessionFor(ctx, t.Region, t.Namespace, t.CredentialsSecret)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -21,7 +22,7 @@ const filterValues = 200
 // credentials, filtered on the instance IDs, so that an ID EC2 does not
 // know fails nothing else. Targets whose record could not be read are in
 // the second map, with the error.
-func (p *Provider) PrivateDNSNames(ctx context.Context, targets []Target) (map[string]string, map[string]error) {
+func (p *Provider) PrivateDNSNames(ctx context.Context, targets []cloud.Target) (map[string]string, map[string]error) {
 	type groupKey struct{ region, namespace, secret string }
 	groups := map[groupKey][]string{}
 	var order []groupKey

@@ -3,6 +3,7 @@ package aws_test
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
-	"github.com/pitstop-dev/pitstop/internal/machineapi/provider/aws"
+	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )
 
@@ -61,12 +62,12 @@ func TestScheduledEventsAreListedInAFewCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []aws.ScheduledEvent{
-		{InstanceID: ids[10], ID: "instance-event-0a", Code: "instance-retirement", Description: "The instance is running on degraded hardware", State: aws.EventScheduled, NotBefore: at, NotBeforeDeadline: at.Add(72 * time.Hour)},
-		{InstanceID: ids[10], ID: "instance-event-0b", Code: "system-reboot", Description: "scheduled reboot", State: aws.EventScheduled, NotBefore: at.Add(time.Hour), NotAfter: at.Add(3 * time.Hour)},
-		{InstanceID: ids[1500], ID: "instance-event-0c", Code: "instance-stop", Description: "[Completed] The instance is running on degraded hardware", State: aws.EventCompleted, NotBefore: at},
+	want := []cloud.ScheduledEvent{
+		{InstanceID: ids[10], ID: "instance-event-0a", Code: "instance-retirement", Description: "The instance is running on degraded hardware", State: cloud.EventScheduled, NotBefore: at, NotBeforeDeadline: at.Add(72 * time.Hour)},
+		{InstanceID: ids[10], ID: "instance-event-0b", Code: "system-reboot", Description: "scheduled reboot", State: cloud.EventScheduled, NotBefore: at.Add(time.Hour), NotAfter: at.Add(3 * time.Hour)},
+		{InstanceID: ids[1500], ID: "instance-event-0c", Code: "instance-stop", Description: "[Completed] The instance is running on degraded hardware", State: cloud.EventCompleted, NotBefore: at},
 	}
-	if !slices.EqualFunc(events, want, func(a, b aws.ScheduledEvent) bool {
+	if !slices.EqualFunc(events, want, func(a, b cloud.ScheduledEvent) bool {
 		return a.InstanceID == b.InstanceID && a.ID == b.ID && a.Code == b.Code && a.Description == b.Description && a.State == b.State &&
 			a.NotBefore.Equal(b.NotBefore) && a.NotAfter.Equal(b.NotAfter) && a.NotBeforeDeadline.Equal(b.NotBeforeDeadline)
 	}) {
@@ -126,7 +127,7 @@ func TestInstanceIDOf(t *testing.T) {
 // failed, with the error, and never as free of events.
 func TestScheduledEventsOfAsksOncePerRegionAndCredentials(t *testing.T) {
 	a := newAccount(t)
-	var targets []aws.Target
+	var targets []cloud.Target
 	for i := range 3 {
 		id := a.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a"})
 		m := machine(t, "worker-"+strconv.Itoa(i), workerSpec(), withStatus(id))
@@ -203,12 +204,12 @@ func TestRebootInstanceCompletesItsRebootEvent(t *testing.T) {
 	if a.ec2.Reboots(id) != 1 || !slices.Equal(rebooted, []string{id}) {
 		t.Errorf("reboots = %d, hook saw %v", a.ec2.Reboots(id), rebooted)
 	}
-	res := a.provider.ScheduledEventsOf(context.Background(), []aws.Target{target})
-	states := map[string]aws.EventState{}
+	res := a.provider.ScheduledEventsOf(context.Background(), []cloud.Target{target})
+	states := map[string]cloud.EventState{}
 	for _, e := range res.Events {
 		states[e.Code] = e.State
 	}
-	if states["instance-reboot"] != aws.EventCompleted || states["instance-retirement"] != aws.EventScheduled {
+	if states["instance-reboot"] != cloud.EventCompleted || states["instance-retirement"] != cloud.EventScheduled {
 		t.Errorf("after the reboot: %v", states)
 	}
 	a.ec2.SetState(id, ec2sim.StateStopped)
@@ -222,7 +223,7 @@ func TestRebootInstanceCompletesItsRebootEvent(t *testing.T) {
 // an instance ID EC2 does not know gets "" and fails nothing else.
 func TestPrivateDNSNamesReadsEC2sNameForEachInstance(t *testing.T) {
 	a := newAccount(t)
-	var targets []aws.Target
+	var targets []cloud.Target
 	for i := range 2 {
 		id := a.ec2.AddInstance(ec2sim.Instance{Zone: "us-east-1a", PrivateDNS: "ip-10-0-0-" + strconv.Itoa(i) + ".ec2.internal"})
 		target, _ := aws.MachineTarget(machine(t, "named-"+strconv.Itoa(i), workerSpec(), withStatus(id)))

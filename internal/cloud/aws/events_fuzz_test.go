@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,7 +107,7 @@ func FuzzScheduledEvents(f *testing.F) {
 			return
 		}
 		// The pages EC2 gave, in order.
-		var want []ScheduledEvent
+		var want []cloud.ScheduledEvent
 		page := 0
 		for range api.calls {
 			for _, st := range api.pages[page] {
@@ -114,7 +115,7 @@ func FuzzScheduledEvents(f *testing.F) {
 				if !asked[*st.InstanceId] {
 					continue
 				}
-				want = append(want, ScheduledEvent{InstanceID: *st.InstanceId, ID: *e.InstanceEventId, Code: string(e.Code), Description: *e.Description, NotBefore: awssdk.ToTime(e.NotBefore)})
+				want = append(want, cloud.ScheduledEvent{InstanceID: *st.InstanceId, ID: *e.InstanceEventId, Code: string(e.Code), Description: *e.Description, NotBefore: awssdk.ToTime(e.NotBefore)})
 			}
 			page, _ = strconv.Atoi(strings.TrimPrefix(api.next[page], "p"))
 		}
@@ -122,12 +123,12 @@ func FuzzScheduledEvents(f *testing.F) {
 			t.Fatalf("%d events read, EC2 answered %d of the instances asked about:\n%+v\n%+v", len(got), len(want), got, want)
 		}
 		for i, e := range got {
-			state := EventScheduled
+			state := cloud.EventScheduled
 			switch {
 			case strings.HasPrefix(e.Description, "[Completed]"):
-				state = EventCompleted
+				state = cloud.EventCompleted
 			case strings.HasPrefix(e.Description, "[Canceled]"):
-				state = EventCanceled
+				state = cloud.EventCanceled
 			}
 			w := want[i]
 			if !asked[e.InstanceID] || e.InstanceID != w.InstanceID || e.ID != w.ID || e.Code != w.Code || e.Description != w.Description ||
@@ -135,7 +136,7 @@ func FuzzScheduledEvents(f *testing.F) {
 				t.Fatalf("event %d read as %+v; EC2 answered %+v (state %s)", i, e, w, state)
 			}
 		}
-		if slices.ContainsFunc(got, func(e ScheduledEvent) bool { return !asked[e.InstanceID] }) {
+		if slices.ContainsFunc(got, func(e cloud.ScheduledEvent) bool { return !asked[e.InstanceID] }) {
 			t.Fatal("an event of an instance not asked about was read")
 		}
 	})
