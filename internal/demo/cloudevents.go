@@ -5,6 +5,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"io"
 	"slices"
 	"strings"
@@ -24,7 +25,6 @@ import (
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
-	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
@@ -161,7 +161,7 @@ func CloudEvents(ctx context.Context, c client.Client, out io.Writer, ec2 *ec2si
 		}
 		eventID := fmt.Sprintf("instance-event-%04d", k+1)
 		ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: eventID, Code: code, Description: desc, NotBefore: notBefore})
-		names = append(names, machinemaintenance.ObjectName(id, eventID))
+		names = append(names, maintenance.MachineMaintenanceName(id, eventID))
 		fmt.Fprintf(out, "Cloud events: EC2 scheduled %s for %s (machine %s) at %s.\n", code, id, m.Name, notBefore.Format(time.RFC3339))
 	}
 	if err := awaitPhases(ctx, c, names, pitstopv1alpha1.EventPlanned); err != nil {

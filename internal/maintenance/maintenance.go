@@ -2,8 +2,11 @@
 // that asks for one: the profile engine's drain and restore triggers, the
 // Machine controller and the medik8s bridge. It names the objects, builds a
 // profile's, reads how far one has got and whether its node is restored,
-// and holds the two facts about nodes that every requester needs: whether a
-// node runs the control plane, and the cache index of pods by node. The
+// and holds what every requester needs to know of nodes: whether a node
+// runs the control plane and whether its maintenance would break the
+// control plane's quorum (quorum.go, which the NodeMaintenance controller
+// and every admission webhook ask), and the cache index of pods by node.
+// It also names the MachineMaintenance of a cloud event. The
 // NodeMaintenance controller does the work; this package is how the others
 // talk to it.
 package maintenance
@@ -168,6 +171,12 @@ const (
 	LabelControlPlane = "node-role.kubernetes.io/control-plane"
 	LabelMaster       = "node-role.kubernetes.io/master"
 )
+
+// MachineMaintenanceName is the MachineMaintenance of a cloud instance's
+// scheduled event.
+func MachineMaintenanceName(instanceID, eventID string) string {
+	return Name(strings.ToLower(instanceID)+"-", strings.ToLower(eventID))
+}
 
 // IsControlPlane says whether a node runs the control plane, by either
 // role label. Control-plane nodes are drained one at a time, and never

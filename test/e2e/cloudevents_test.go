@@ -5,6 +5,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
-	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/demo"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
 	"github.com/pitstop-dev/pitstop/internal/manager"
@@ -113,7 +113,7 @@ func TestCloudEventsReplaceAndRebootWithinTheWindow(t *testing.T) {
 	}
 	target := machines.Items[0]
 	id := aws.InstanceIDOf(ptr.Deref(target.Spec.ProviderID, ""))
-	name := machinemaintenance.ObjectName(id, "instance-event-late")
+	name := maintenance.MachineMaintenanceName(id, "instance-event-late")
 	startByOf := func(notBefore time.Time) time.Time {
 		var startBy time.Time
 		testutil.Eventually(t, time.Minute, 200*time.Millisecond, func() error {

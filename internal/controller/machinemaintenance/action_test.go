@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"slices"
 	"strings"
 	"sync"
@@ -127,7 +128,7 @@ func (c *cluster) retire(m *machinev1beta1.Machine, eventID string) string {
 func (c *cluster) retireID(id, eventID string) string {
 	c.t.Helper()
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: eventID, Code: "instance-retirement", NotBefore: time.Now().Add(72 * time.Hour)})
-	name := machinemaintenance.ObjectName(id, eventID)
+	name := maintenance.MachineMaintenanceName(id, eventID)
 	c.awaitEventOnNode(name)
 	return name
 }
@@ -579,7 +580,7 @@ func TestReplaceWithoutSurgeDeletesTheMachine(t *testing.T) {
 	c := newCluster(t, "nosurge")
 	m, id := c.machine("worker-a", nil)
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-s", Code: "instance-stop", NotBefore: time.Now().Add(48 * time.Hour)})
-	name := machinemaintenance.ObjectName(id, "instance-event-s")
+	name := maintenance.MachineMaintenanceName(id, "instance-event-s")
 	c.awaitEventOnNode(name)
 	runTrigger(t, pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{Surge: ptr.To(false)}}, c.ns+"-worker-a", c.ns, time.Now().Add(-time.Minute))
 	phaseIs(t, c.ns, name, pitstopv1alpha1.EventCompleted)
@@ -613,7 +614,7 @@ func TestRebootInstanceRebootsInPlace(t *testing.T) {
 	_, id := c.machine("worker-a", nil)
 	nodeName := c.ns + "-worker-a"
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-b", Code: "instance-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
-	name := machinemaintenance.ObjectName(id, "instance-event-b")
+	name := maintenance.MachineMaintenanceName(id, "instance-event-b")
 	c.awaitEventOnNode(name)
 	// The instance comes back with a new boot ID.
 	c.ec2.OnReboot(func(string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,9 +60,9 @@ func TestEventsBecomeMachineMaintenancesAndNodeSignals(t *testing.T) {
 		calls = sum.Calls
 		return nil
 	})
-	retireName := machinemaintenance.ObjectName(id, "instance-event-0aa")
-	rebootName := machinemaintenance.ObjectName(id, "instance-event-0bb")
-	loneName := machinemaintenance.ObjectName(loneID, "instance-event-0cc")
+	retireName := maintenance.MachineMaintenanceName(id, "instance-event-0aa")
+	rebootName := maintenance.MachineMaintenanceName(id, "instance-event-0bb")
+	loneName := maintenance.MachineMaintenanceName(loneID, "instance-event-0cc")
 	mm := withStartBy(t, c.ns, retireName)
 	if mm.Spec.Provider != "aws" || mm.Spec.InstanceID != id || mm.Spec.Code != "instance-retirement" || mm.Spec.MachineName != m.Name ||
 		mm.Spec.NodeName != c.ns+"-worker-a" || !mm.Spec.NotBefore.Time.Equal(retire) || mm.Labels[pitstopv1alpha1.LabelMachineMaintenanceNode] != mm.Spec.NodeName {
@@ -192,7 +193,7 @@ func TestAPollThatFailsChangesNothingAndSaysSo(t *testing.T) {
 	c := newCluster(t, "pollfail")
 	_, id := c.machine("worker-a", nil)
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-1", Code: "instance-stop", NotBefore: time.Now().Add(24 * time.Hour)})
-	name := machinemaintenance.ObjectName(id, "instance-event-1")
+	name := maintenance.MachineMaintenanceName(id, "instance-event-1")
 	eventually(t, func() error {
 		c.poll()
 		_, err := mmOf(t, c.ns, name)
@@ -242,7 +243,7 @@ func TestFinishedObjectsAreKeptForTheRetentionThenRemoved(t *testing.T) {
 	_, id := c.machine("worker-a", nil)
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-a", Code: "instance-stop", NotBefore: time.Now().Add(24 * time.Hour)})
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-b", Code: "system-reboot", NotBefore: time.Now().Add(24 * time.Hour)})
-	a, b := machinemaintenance.ObjectName(id, "instance-event-a"), machinemaintenance.ObjectName(id, "instance-event-b")
+	a, b := maintenance.MachineMaintenanceName(id, "instance-event-a"), maintenance.MachineMaintenanceName(id, "instance-event-b")
 	eventually(t, func() error {
 		c.poll()
 		_, err := mmOf(t, c.ns, b)
@@ -289,7 +290,7 @@ func TestDeadlineAtRiskWhenNoProfileTakesTheEventUp(t *testing.T) {
 	})
 	_, id := c.machine("worker-a", nil)
 	c.ec2.ScheduleEvent(id, ec2sim.ScheduledEvent{ID: "instance-event-r", Code: "instance-retirement", NotBefore: time.Now().Add(6 * time.Hour)})
-	name := machinemaintenance.ObjectName(id, "instance-event-r")
+	name := maintenance.MachineMaintenanceName(id, "instance-event-r")
 	eventually(t, func() error {
 		c.poll()
 		mm, err := mmOf(t, c.ns, name)

@@ -298,7 +298,7 @@ func (p *Poller) create(ctx context.Context, o owner, e cloud.ScheduledEvent, no
 	mm := &pitstopv1alpha1.MachineMaintenance{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: p.Namespace,
-			Name:      ObjectName(e.InstanceID, e.ID),
+			Name:      maintenance.MachineMaintenanceName(e.InstanceID, e.ID),
 			Labels:    map[string]string{},
 		},
 		Spec: specOf(p.Cloud.Name(), o, e),
@@ -469,11 +469,6 @@ func machineName(o owner) string {
 		return ""
 	}
 	return o.machine.Name
-}
-
-// ObjectName is the MachineMaintenance of an instance's event.
-func ObjectName(instanceID, eventID string) string {
-	return maintenance.Name(strings.ToLower(instanceID)+"-", strings.ToLower(eventID))
 }
 
 func timeOrUnknown(t time.Time) string {

@@ -2,6 +2,7 @@ package machinemaintenance_test
 
 import (
 	"fmt"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"github.com/pitstop-dev/pitstop/internal/controller/machinemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
@@ -231,7 +231,7 @@ func TestUntrustedEventOnAnInstanceNoMachineOwnsStaysOffTheNode(t *testing.T) {
 	c.ec2.ScheduleEvent(otherID, ec2sim.ScheduledEvent{ID: "instance-event-f", Code: "instance-retirement", NotBefore: soon})
 	c.ec2.ScheduleEvent(machineID, ec2sim.ScheduledEvent{ID: "instance-event-m", Code: "instance-retirement", NotBefore: soon})
 
-	machineEvent := machinemaintenance.ObjectName(machineID, "instance-event-m")
+	machineEvent := maintenance.MachineMaintenanceName(machineID, "instance-event-m")
 	c.awaitEventOnNode(machineEvent)
 	mm := withStartBy(t, c.ns, machineEvent)
 	if mm.Spec.NodeName != c.ns+"-worker-a" {
