@@ -5,7 +5,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"io"
 	"slices"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/pitstop-dev/pitstop/config"
 	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"math"
 	"regexp"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"
 	"github.com/pitstop-dev/pitstop/internal/plugin/hypervisor"
 )

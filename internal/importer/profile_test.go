@@ -8,9 +8,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // enterFile has enter chains on in-maintenance and operational,

@@ -8,14 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
-
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/controller/esx"
 	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"

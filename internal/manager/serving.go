@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/pitstop-dev/pitstop/internal/access"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 )

@@ -13,9 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/pitstop-dev/pitstop/internal/podcache"
-
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/podcache"
 )
 
 // cacheOptions keeps the informer cache small on large fleets. Every pod of

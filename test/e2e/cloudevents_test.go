@@ -5,7 +5,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/demo"
 	"github.com/pitstop-dev/pitstop/internal/localcluster"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/manager"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"

@@ -3,7 +3,6 @@ package aws
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -11,6 +10,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
 )
 

@@ -3,7 +3,6 @@ package aws_test
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"github.com/pitstop-dev/pitstop/internal/cloud/aws"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 )

@@ -3,11 +3,12 @@ package aws
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 )
 
 // filterValues is how many instance IDs go in one DescribeInstances

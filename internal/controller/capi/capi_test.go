@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/dashboard"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"

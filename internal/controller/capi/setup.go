@@ -2,7 +2,6 @@ package capi
 
 import (
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/ctrlqueue"
 )
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +30,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/config"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/controller/capi"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"

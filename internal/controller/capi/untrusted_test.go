@@ -3,7 +3,6 @@ package capi_test
 import (
 	"encoding/pem"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/clusterapi"
 	"github.com/pitstop-dev/pitstop/internal/explain"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/plugin/check"

@@ -3,13 +3,13 @@ package esx
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )
 

@@ -3,12 +3,12 @@ package esx
 import (
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"net/url"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"github.com/pitstop-dev/pitstop/internal/seedconfig"
 )
 

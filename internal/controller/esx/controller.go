@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"maps"
 	"slices"
 	"time"
@@ -30,6 +29,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 )

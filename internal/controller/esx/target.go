@@ -2,10 +2,11 @@ package esx
 
 import (
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 )
 
 // providerIDPrefix starts a vSphere node's spec.providerID, as the vSphere

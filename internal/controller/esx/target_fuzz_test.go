@@ -2,13 +2,14 @@ package esx
 
 import (
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 	"strings"
 	"testing"
 
 	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pitstop-dev/pitstop/internal/cloud/vsphere"
 )
 
 // FuzzVMOf picks a node's VM in a vCenter inventory as vCenter answers it

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"sync"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/seedconfig"

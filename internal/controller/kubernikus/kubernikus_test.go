@@ -3,7 +3,6 @@ package kubernikus_test
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"github.com/pitstop-dev/pitstop/internal/controller/kubernikus"
 	"github.com/pitstop-dev/pitstop/internal/controller/nodemaintenance"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"

@@ -3,10 +3,11 @@ package kubernikus
 import (
 	"context"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 )
 
 // The metadata Kubernikus sets on the servers of a cluster's node pools.

@@ -1,7 +1,6 @@
 package kubernikus
 
 import (
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 )
 

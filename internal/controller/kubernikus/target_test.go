@@ -1,12 +1,13 @@
 package kubernikus
 
 import (
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 )
 
 func TestUntrustedNodeLinksPickNoServer(t *testing.T) {

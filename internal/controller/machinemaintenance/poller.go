@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"maps"
 	"sort"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud"
 	"github.com/pitstop-dev/pitstop/internal/machineapi"
 	"github.com/pitstop-dev/pitstop/internal/maintenance"
 )

@@ -2,7 +2,6 @@ package machinemaintenance_test
 
 import (
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/maintenance"
 	"github.com/pitstop-dev/pitstop/internal/plugin/trigger"
 	"github.com/pitstop-dev/pitstop/internal/sim/ec2sim"
 	"github.com/pitstop-dev/pitstop/internal/testutil"

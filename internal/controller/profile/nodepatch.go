@@ -8,10 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/fleet"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
-
-	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // writeNode writes the engine's changes to a node: its record, its state

@@ -10,13 +10,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/budget"
 	"github.com/pitstop-dev/pitstop/internal/controller/profile"
 	"github.com/pitstop-dev/pitstop/internal/engine"
 	"github.com/pitstop-dev/pitstop/internal/nodepatch"
 	"github.com/pitstop-dev/pitstop/internal/testutil"
-
-	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // TestNodeWriteIsLockedOnWhatItDependsOn writes the engine's changes to a

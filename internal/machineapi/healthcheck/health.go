@@ -6,11 +6,12 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
-	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
+
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
 // Defaults of the MachineHealthCheck CRD, for objects stored before it

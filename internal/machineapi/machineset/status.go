@@ -5,12 +5,13 @@ import (
 	"time"
 
 	machinev1beta1 "github.com/openshift/api/machine/v1beta1"
-	"github.com/pitstop-dev/pitstop/internal/nodeview"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/pitstop-dev/pitstop/internal/nodeview"
 )
 
 // replicaStatus returns the MachineSet's status for its owned Machines at

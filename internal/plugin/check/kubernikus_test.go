@@ -2,7 +2,6 @@ package check
 
 import (
 	"fmt"
-	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
+	"github.com/pitstop-dev/pitstop/internal/cloud/openstack"
 	"github.com/pitstop-dev/pitstop/internal/sim/openstacksim"
 )
 

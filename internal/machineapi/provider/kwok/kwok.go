@@ -24,10 +24,9 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 	"github.com/pitstop-dev/pitstop/internal/kwoknode"
 	"github.com/pitstop-dev/pitstop/internal/machineapi/provider"
-
-	pitstopv1alpha1 "github.com/pitstop-dev/pitstop/api/v1alpha1"
 )
 
 // Kind is the providerSpec kind the kwok provider serves.
