@@ -234,7 +234,7 @@ func TestUntrustedServiceAccountReadsSecretsOnlyInListedNamespaces(t *testing.T)
 // bridge's own tests install.
 func capiCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	paths, err := filepath.Glob(repoPath(t, "internal", "capi", "testdata", "crds", "*.yaml"))
+	paths, err := filepath.Glob(repoPath(t, "internal", "controller", "capi", "testdata", "crds", "*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no CRDs in internal/controller/capi/testdata/crds: %v", err)
 	}
