@@ -7,6 +7,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -58,6 +59,11 @@ type Poller struct {
 	Clock    clock.Clock
 	Recorder events.EventRecorder
 	Log      logr.Logger
+
+	// polling lets one Poll run at a time: a poll ends the objects whose
+	// events the cloud no longer lists, so one whose cloud answer predates
+	// another poll's creations must not judge them.
+	polling sync.Mutex
 }
 
 // NeedLeaderElection implements manager.LeaderElectionRunnable: one
@@ -95,6 +101,8 @@ type PollSummary struct {
 // those no longer listed ended. Instances whose events could not be read
 // are left as they were, marked not Synced.
 func (p *Poller) Poll(ctx context.Context) (PollSummary, error) {
+	p.polling.Lock()
+	defer p.polling.Unlock()
 	start := p.Clock.Now()
 	owners, unread, err := p.owners(ctx)
 	if err != nil {
