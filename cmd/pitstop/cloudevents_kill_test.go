@@ -138,7 +138,15 @@ func TestSurgeResumesAfterSIGKILL(t *testing.T) {
 			return err
 		}
 		if len(list.Items) != 1 || list.Items[0].Status.Phase != pitstopv1alpha1.EventCompleted {
-			return fmt.Errorf("MachineMaintenances: %d, want 1 Completed", len(list.Items))
+			var seen []string
+			for _, mm := range list.Items {
+				step := ""
+				if a := mm.Status.Action; a != nil {
+					step = string(a.Step)
+				}
+				seen = append(seen, fmt.Sprintf("%s (%s %s, phase %s, step %s, conditions %v)", mm.Name, mm.Spec.InstanceID, mm.Spec.EventID, mm.Status.Phase, step, mm.Status.Conditions))
+			}
+			return fmt.Errorf("MachineMaintenances %v, want 1 Completed", seen)
 		}
 		got := &machinev1beta1.MachineSet{}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
