@@ -725,3 +725,66 @@ func patchNodeStatus(name string, edit func(*corev1.Node)) {
 	edit(node)
 	_ = env.Client.Status().Patch(context.Background(), node, client.MergeFrom(base))
 }
+
+// TestNoReplacementIsAskedForAMachineBeingDeleted: the replaceMachine
+// trigger on the node of a Machine that is being deleted (its deletion
+// held here by a finalizer) asks for nothing: no MachineMaintenance
+// holds a replacement and the set stays at its size, where a surge would
+// grow it and shrink it back by deleting another machine.
+func TestNoReplacementIsAskedForAMachineBeingDeleted(t *testing.T) {
+	c := newCluster(t, "leaving")
+	ms := c.newSet("workers", 3)
+	old := c.machinesOf(ms)[0]
+	const hold = "test.pitstop.dev/hold"
+	got := &machinev1beta1.Machine{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&old), got); err != nil {
+		t.Fatal(err)
+	}
+	got.Finalizers = append(got.Finalizers, hold)
+	if err := env.Client.Update(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m := &machinev1beta1.Machine{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(&old), m); err == nil {
+			m.Finalizers = slices.DeleteFunc(m.Finalizers, func(f string) bool { return f == hold })
+			_ = env.Client.Update(context.Background(), m)
+		}
+	})
+	if err := env.Client.Delete(t.Context(), got); err != nil {
+		t.Fatal(err)
+	}
+	nodeName := c.ns + "-" + old.Name
+	tr, err := trigger.New(pitstopv1alpha1.TriggerInstance{Name: "replace", ReplaceMachine: &pitstopv1alpha1.ReplaceMachineTrigger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		node := &corev1.Node{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Name: nodeName}, node); err != nil {
+			return err
+		}
+		done, status, err := tr.Run(t.Context(), trigger.Context{Node: node, Profile: "cloud", From: pitstopv1alpha1.StateMaintenanceRequired,
+			Since: time.Now().Add(-time.Minute), Now: time.Now(), Namespace: c.ns, Client: env.Client})
+		if err != nil || done || !strings.Contains(status, "is being deleted") {
+			return fmt.Errorf("trigger: done %v, status %q, error %v; want it waiting on the deletion", done, status, err)
+		}
+		return nil
+	})
+	var list pitstopv1alpha1.MachineMaintenanceList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(c.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range list.Items {
+		if mm.Status.Action != nil {
+			t.Errorf("MachineMaintenance %s holds a %s action for a machine being deleted", mm.Name, mm.Status.Action.Type)
+		}
+	}
+	set := &machinev1beta1.MachineSet{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(ms), set); err != nil {
+		t.Fatal(err)
+	}
+	if *set.Spec.Replicas != 3 {
+		t.Errorf("the set is at %d replicas, want 3", *set.Spec.Replicas)
+	}
+}

@@ -47,6 +47,11 @@ func (t replaceMachineTrigger) Run(ctx context.Context, c Context) (bool, string
 	if err != nil {
 		return false, "", err
 	}
+	if !m.DeletionTimestamp.IsZero() {
+		// Its node goes with it. A replacement asked now would grow the
+		// set, and shrinking it back would take another machine.
+		return false, fmt.Sprintf("machine %s/%s is being deleted: no replacement is asked for it", m.Namespace, m.Name), nil
+	}
 	controlPlane := maintenance.IsControlPlane(c.Node) || m.Labels[roleLabel] == "master" || m.Labels[roleLabel] == "control-plane"
 	if controlPlane && t.spec.ControlPlane == pitstopv1alpha1.ControlPlaneAlertOnly {
 		return false, fmt.Sprintf("machine %s/%s runs the control plane and the profile only alerts for it (controlPlane: AlertOnly): replace it by hand", m.Namespace, m.Name), nil
