@@ -209,16 +209,22 @@ func ReadQuorum(ctx context.Context, nodes, live client.Reader) (QuorumView, err
 // maintenances (pitstop's, medik8s') asks it; nodes and NodeMaintenances
 // come through cached, the etcd members and guard through live.
 func QuorumRefusal(ctx context.Context, cached, live client.Reader, nm *pitstopv1alpha1.NodeMaintenance, allowSingle bool) (string, error) {
-	v, err := ReadQuorum(ctx, cached, live)
-	if err != nil {
-		return "", err
-	}
 	existing := &pitstopv1alpha1.NodeMaintenanceList{}
 	if err := cached.List(ctx, existing); err != nil {
 		return "", fmt.Errorf("listing NodeMaintenances: %w", err)
 	}
+	return QuorumRefusalAmong(ctx, cached, live, nm, existing.Items, allowSingle)
+}
+
+// QuorumRefusalAmong is QuorumRefusal for a caller that has listed the
+// NodeMaintenances (existing) already.
+func QuorumRefusalAmong(ctx context.Context, cached, live client.Reader, nm *pitstopv1alpha1.NodeMaintenance, existing []pitstopv1alpha1.NodeMaintenance, allowSingle bool) (string, error) {
+	v, err := ReadQuorum(ctx, cached, live)
+	if err != nil {
+		return "", err
+	}
 	v.Down = map[string]bool{}
-	for _, o := range existing.Items {
+	for _, o := range existing {
 		if o.Name != nm.Name && o.Spec.NodeName != nm.Spec.NodeName {
 			v.Down[o.Spec.NodeName] = true
 		}

@@ -69,7 +69,7 @@ func (v *validator) ValidateCreate(ctx context.Context, nm *pitstopv1alpha1.Node
 		}
 	}
 	if maintenance.IsControlPlane(node) {
-		why, err := maintenance.QuorumRefusal(ctx, v.reader, v.live, nm, v.allowSingle)
+		why, err := maintenance.QuorumRefusalAmong(ctx, v.reader, v.live, nm, existing.Items, v.allowSingle)
 		if err != nil {
 			return nil, err
 		}
